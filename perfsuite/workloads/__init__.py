@@ -1,0 +1,121 @@
+"""The workload registry: what a model is, how to build it and how to feed it.
+
+A workload is a small declaration in the style of TorchBench's model classes: a module factory, an input
+maker, an optional loss and the batch sizes of each profile. The step that is timed (forward, or forward,
+loss, backward and optimizer step) is composed from these pieces in `perfsuite.steps`, the same way for
+every workload, so the built-in models and a user's own model are measured alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+PROFILES = ("smoke", "standard", "full")
+MODES = ("train", "infer")
+
+ModuleFactory = Callable[[str], torch.nn.Module]
+InputMaker = Callable[[str, int], Any]
+LossFunction = Callable[[Any, Any], torch.Tensor]
+OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
+
+
+def default_optimizer(parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """AdamW at a small learning rate: the optimizer most training recipes for these models use."""
+    return torch.optim.AdamW(parameters, lr=1e-4)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model family to benchmark.
+
+    - `build_module(profile)` returns the module with random weights, on the CPU or the meta device's
+      materialised copy; `perfsuite.steps` moves it to the case's device.
+    - `make_inputs(profile, batch_size)` returns the forward inputs: a tensor (passed positionally) or a
+      dict of keyword arguments, on the CPU.
+    - `make_target(profile, batch_size)` and `loss(output, target)` define training; a workload without a
+      loss is inference-only.
+    - `batch_sizes` maps each profile to the batch sizes measured by default; `full` falls back to
+      `standard` plus nothing when absent.
+    - `extra_facts` are figures recorded with every result of this workload (e.g. denoising steps).
+    """
+
+    name: str
+    build_module: ModuleFactory
+    make_inputs: InputMaker
+    batch_sizes: Mapping[str, tuple[int, ...]]
+    make_target: InputMaker | None = None
+    loss: LossFunction | None = None
+    make_optimizer: OptimizerFactory = default_optimizer
+    description: str = ""
+    extra_facts: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The modes this workload supports: train needs a loss and a target maker."""
+        if self.loss is not None and self.make_target is not None:
+            return MODES
+        return ("infer",)
+
+    def batch_sizes_for(self, profile: str) -> tuple[int, ...]:
+        """Default batch sizes of `profile`; `full` includes the `standard` ones."""
+        if profile == "full":
+            standard = tuple(self.batch_sizes.get("standard", ()))
+            extra = tuple(b for b in self.batch_sizes.get("full", ()) if b not in standard)
+            return standard + extra
+        return tuple(self.batch_sizes.get(profile, ()))
+
+
+_REGISTRY: dict[str, Workload] = {}
+
+
+def register_workload(workload: Workload) -> Workload:
+    """Add `workload` to the matrix; a second workload with the same name is an error."""
+    if workload.name in _REGISTRY and _REGISTRY[workload.name] is not workload:
+        raise ValueError(
+            f"a workload named {workload.name!r} is already registered; pick another name "
+            f"(registered: {', '.join(sorted(_REGISTRY))})"
+        )
+    if "-" in workload.name and workload.name.split("-")[-1].startswith("bs"):
+        raise ValueError(f"workload name {workload.name!r} must not end in '-bs...': it would blur case ids")
+    _REGISTRY[workload.name] = workload
+    return workload
+
+
+def registered_workloads() -> dict[str, Workload]:
+    """Every registered workload by name, the built-in ones first."""
+    _load_builtin_workloads()
+    return dict(_REGISTRY)
+
+
+def get_workload(name: str) -> Workload:
+    """The workload called `name`, or a KeyError that lists the valid names."""
+    workloads = registered_workloads()
+    if name not in workloads:
+        raise KeyError(f"unknown model {name!r}; valid: {', '.join(workloads)}")
+    return workloads[name]
+
+
+_builtins_loaded = False
+
+
+def _load_builtin_workloads() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True
+    # Imported here so that `import perfsuite` stays cheap; these modules import transformers lazily too.
+    from perfsuite.workloads import bert, resnet, stable_diffusion
+
+    for module in (resnet, bert, stable_diffusion):
+        for workload in module.WORKLOADS:
+            _REGISTRY.setdefault(workload.name, workload)
+    # Keep the built-in models first, in the article's order, ahead of user models registered earlier.
+    builtin_names = [w.name for m in (resnet, bert, stable_diffusion) for w in m.WORKLOADS]
+    ordered = {name: _REGISTRY[name] for name in builtin_names}
+    ordered.update({k: v for k, v in _REGISTRY.items() if k not in ordered})
+    _REGISTRY.clear()
+    _REGISTRY.update(ordered)

@@ -1,0 +1,51 @@
+"""Fast construction of large models with random weights.
+
+Random initialisation of the SD 1.5 UNet (860M parameters) takes 6-16 s on two CPU cores. Building the
+module with its parameters on the meta device and then filling each parameter from one small pool of
+normal samples costs little more than a memory copy. Timing does not depend on the weights' values, only
+on their being finite, ordinary numbers (no denormals, no NaNs), which this fill guarantees.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from accelerate import init_empty_weights
+from accelerate.utils import set_module_tensor_to_device
+
+_POOL_SIZE = 1 << 16
+
+
+def build_with_random_weights(factory: Callable[[], torch.nn.Module], seed: int = 0) -> torch.nn.Module:
+    """Call `factory` with parameters on the meta device, then fill them on the CPU.
+
+    Buffers (BatchNorm statistics, position ids) are created normally, so they hold their real values.
+    Weights of two or more dimensions get N(0, 1/fan_in) values, one-dimensional `weight`s (norm scales)
+    get 1 and biases 0.
+    """
+    with init_empty_weights(include_buffers=False):
+        module = factory()
+    pool = torch.randn(_POOL_SIZE, generator=torch.Generator().manual_seed(seed))
+    for name, parameter in list(module.named_parameters()):
+        value = torch.empty(parameter.shape, dtype=torch.float32)
+        if parameter.ndim >= 2:
+            _fill_from_pool(value, pool, std=1.0 / math.sqrt(parameter[0].numel()))
+        elif name.endswith("weight"):
+            value.fill_(1.0)
+        else:
+            value.zero_()
+        set_module_tensor_to_device(module, name, "cpu", value=value)
+    return module
+
+
+def _fill_from_pool(value: torch.Tensor, pool: torch.Tensor, std: float) -> None:
+    flat = value.view(-1)
+    whole_rows = flat.numel() // pool.numel()
+    if whole_rows:
+        flat[: whole_rows * pool.numel()].view(whole_rows, pool.numel()).copy_(pool.expand(whole_rows, -1))
+    tail = flat.numel() - whole_rows * pool.numel()
+    if tail:
+        flat[-tail:].copy_(pool[:tail])
+    flat.mul_(std)

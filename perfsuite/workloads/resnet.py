@@ -1,0 +1,88 @@
+"""ResNet18 image classification, as in the source article's CV benchmark.
+
+Built from transformers' ResNet with the ResNet-18 layout (basic blocks, depths 2-2-2-2, widths
+64-128-256-512), so the same implementation runs everywhere and baselines stay comparable.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from perfsuite.workloads import Workload
+from perfsuite.workloads.random_weights import build_with_random_weights
+
+NUM_CLASSES = 1000
+SMOKE_NUM_CLASSES = 10
+
+
+def _config(profile: str):
+    from transformers import ResNetConfig
+
+    if profile == "smoke":
+        return ResNetConfig(
+            embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[2, 2, 2, 2], layer_type="basic",
+            num_labels=SMOKE_NUM_CLASSES,
+        )
+    return ResNetConfig(
+        embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2], layer_type="basic",
+        num_labels=NUM_CLASSES,
+    )
+
+
+def image_size_px(profile: str) -> int:
+    """Side of the square input image in pixels: 224 as in ImageNet training, 64 at smoke size."""
+    return 64 if profile == "smoke" else 224
+
+
+class ResNetLogits(torch.nn.Module):
+    """transformers' ResNetForImageClassification returning the logits tensor only."""
+
+    def __init__(self, profile: str):
+        super().__init__()
+        from transformers import ResNetForImageClassification
+
+        self.model = ResNetForImageClassification(_config(profile))
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=pixel_values).logits
+
+
+def build(profile: str) -> torch.nn.Module:
+    """ResNet18 (or its smoke-size twin) with random weights."""
+    return build_with_random_weights(lambda: ResNetLogits(profile))
+
+
+def make_images(profile: str, batch_size: int) -> torch.Tensor:
+    """Random normalised images, NCHW float32."""
+    side = image_size_px(profile)
+    return torch.randn(batch_size, 3, side, side, generator=torch.Generator().manual_seed(1))
+
+
+def make_labels(profile: str, batch_size: int) -> torch.Tensor:
+    """Random class labels."""
+    classes = SMOKE_NUM_CLASSES if profile == "smoke" else NUM_CLASSES
+    return torch.randint(0, classes, (batch_size,), generator=torch.Generator().manual_seed(2))
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Classification loss, computed in float32 whatever the autocast dtype."""
+    return F.cross_entropy(logits.float(), labels)
+
+
+def _sgd(parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.SGD(parameters, lr=0.01, momentum=0.9)
+
+
+WORKLOADS = (
+    Workload(
+        name="resnet18",
+        build_module=build,
+        make_inputs=make_images,
+        make_target=make_labels,
+        loss=cross_entropy,
+        make_optimizer=_sgd,
+        batch_sizes={"smoke": (4,), "standard": (32, 64, 128, 256), "full": (512,)},
+        description="ResNet18, 224x224 images, 1000 classes (transformers ResNet, basic blocks 2-2-2-2)",
+    ),
+)

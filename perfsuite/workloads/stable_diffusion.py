@@ -171,7 +171,7 @@ class TextToImage(torch.nn.Module):
 
     def __init__(self, profile: str):
         super().__init__()
-        from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+        from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
         from transformers import CLIPTextModel
 
         self.profile = profile

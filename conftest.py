@@ -1,0 +1,1 @@
+"""Project-wide pytest configuration; perfsuite's plugin itself loads through its pytest11 entry point."""

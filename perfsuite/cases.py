@@ -1,0 +1,123 @@
+"""The matrix of cases: device x dtype x model x batch size x mode, with ids and skip reasons.
+
+Everything here is pure: the facts about this machine come in as a `DeviceFacts` value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from perfsuite.workloads import MODES, PROFILES, Workload
+
+DTYPES = ("fp32", "bf16", "fp16")
+DEFAULT_DTYPES = ("fp32", "bf16")
+
+
+class UsageError(ValueError):
+    """A bad option value: the message names the option, the bad value and the valid ones."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark: a model run in one mode, at one batch size and dtype, on one device."""
+
+    device: str
+    dtype: str
+    model: str
+    batch_size: int
+    mode: str
+    profile: str
+
+    @property
+    def benchmark_id(self) -> str:
+        """The readable id, e.g. `mps-bf16-resnet18-bs64-train`; non-standard profiles add a suffix."""
+        suffix = "" if self.profile == "standard" else f"-{self.profile}"
+        return f"{self.device}-{self.dtype}-{self.model}-bs{self.batch_size}-{self.mode}{suffix}"
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What decides whether a case can run here."""
+
+    unavailable_reasons: Mapping[str, str]
+    torch_version: tuple[int, int]
+    macos_version: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    """The user's choices; None means the default for that axis."""
+
+    devices: Sequence[str]
+    dtypes: Sequence[str] = DEFAULT_DTYPES
+    models: Sequence[str] | None = None
+    batch_sizes: Sequence[int] | None = None
+    modes: Sequence[str] = MODES
+    profile: str = "standard"
+
+
+def parse_names(raw: str | Sequence[str], valid: Sequence[str], option: str) -> list[str]:
+    """Split a comma-separated option value and check each name against `valid`."""
+    names = [n.strip() for n in raw.split(",")] if isinstance(raw, str) else [str(n).strip() for n in raw]
+    names = [n for n in names if n]
+    unknown = [n for n in names if n not in valid]
+    if unknown or not names:
+        shown = ", ".join(unknown) if unknown else "(empty)"
+        raise UsageError(f"{option}: unknown value {shown}; valid: {', '.join(valid)}")
+    return list(dict.fromkeys(names))
+
+
+def parse_batch_sizes(raw: str | Sequence[int], option: str = "--perf-batch-size") -> list[int]:
+    """Split a comma-separated list of positive batch sizes."""
+    parts = raw.split(",") if isinstance(raw, str) else list(raw)
+    try:
+        sizes = [int(str(p).strip()) for p in parts if str(p).strip()]
+    except ValueError:
+        raise UsageError(f"{option}: {raw!r} is not a comma-separated list of integers, e.g. 8,32") from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise UsageError(f"{option}: batch sizes must be positive integers, got {raw!r}")
+    return list(dict.fromkeys(sizes))
+
+
+def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> list[Case]:
+    """Every case the options select, in a stable order (model, mode, dtype, batch size, device)."""
+    if options.profile not in PROFILES:
+        raise UsageError(f"--perf-profile: unknown value {options.profile}; valid: {', '.join(PROFILES)}")
+    model_names = list(options.models) if options.models else list(workloads)
+    cases = []
+    for model in model_names:
+        workload = workloads[model]
+        batch_sizes = options.batch_sizes or workload.batch_sizes_for(options.profile)
+        for mode in (m for m in options.modes if m in workload.modes):
+            for dtype in options.dtypes:
+                for batch_size in batch_sizes:
+                    for device in options.devices:
+                        cases.append(Case(device, dtype, model, batch_size, mode, options.profile))
+    return cases
+
+
+def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
+    """Why `case` cannot run on this machine, or None when it can."""
+    if case.device in facts.unavailable_reasons:
+        return f"{case.device} unavailable: {facts.unavailable_reasons[case.device]}"
+    if case.device != "mps":
+        return None
+    if case.dtype == "bf16":
+        if facts.torch_version < (2, 6):
+            return f"bf16 autocast on MPS needs torch >= 2.6 (installed {_version(facts.torch_version)})"
+        if facts.macos_version is not None and facts.macos_version < (14, 0):
+            return f"bf16 on MPS needs macOS >= 14 (this is macOS {_version(facts.macos_version)})"
+    if case.dtype == "fp16" and case.mode == "train" and facts.torch_version < (2, 8):
+        return f"GradScaler on MPS (fp16 training) needs torch >= 2.8 (installed {_version(facts.torch_version)})"
+    return None
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """Major and minor of a version string such as '2.13.0+cpu' or '14.5'."""
+    numbers = [int(p) for p in text.split("+")[0].split(".")[:2] if p.isdigit()]
+    return (numbers + [0, 0])[0], (numbers + [0, 0])[1]
+
+
+def _version(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"

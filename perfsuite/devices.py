@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from perfsuite.cases import DeviceFacts, parse_version
+
 DEVICES = ("cpu", "cuda", "mps")
 
 
@@ -51,6 +53,13 @@ def availability(device: str) -> Availability:
             )
         return Availability(True)
     raise ValueError(f"unknown device {device!r}; valid: {', '.join(DEVICES)}")
+
+
+def device_facts() -> DeviceFacts:
+    """This machine's facts for the skip decisions of the case matrix."""
+    unavailable = {d: a.reason for d in DEVICES if not (a := availability(d)).available}
+    macos = parse_version(platform.mac_ver()[0]) if sys.platform == "darwin" else None
+    return DeviceFacts(unavailable, parse_version(torch.__version__), macos)
 
 
 def available_accelerators() -> list[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import platform
-import sys
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +9,7 @@ from typing import Any
 import pytest
 
 from perfsuite import devices, settings
-from perfsuite.cases import Case, DeviceFacts, UsageError, build_matrix, parse_version, skip_reason
+from perfsuite.cases import Case, UsageError, build_matrix, skip_reason
 from perfsuite.runner import DEFAULT_WARMUP_STEPS, run_case
 from perfsuite.workloads import registered_workloads
 
@@ -47,13 +45,6 @@ def _raw_settings(config: pytest.Config) -> settings.RawSettings:
     return settings.merge_settings(cli, settings.read_pyproject_settings(pyproject), str(pyproject))
 
 
-def device_facts() -> DeviceFacts:
-    """This machine's facts for the skip decisions."""
-    unavailable = {d: a.reason for d in devices.DEVICES if not (a := devices.availability(d)).available}
-    macos = parse_version(platform.mac_ver()[0]) if sys.platform == "darwin" else None
-    return DeviceFacts(unavailable, parse_version(__import__("torch").__version__), macos)
-
-
 def case_matrix(config: pytest.Config) -> list[Case]:
     """The cases the options select (computed once per session)."""
     if _MATRIX_KEY not in config.stash:
@@ -71,7 +62,7 @@ def case_matrix(config: pytest.Config) -> list[Case]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "perf_case" not in metafunc.fixturenames:
         return
-    facts = device_facts()
+    facts = devices.device_facts()
     cases = case_matrix(metafunc.config)
     skips = metafunc.config.stash.setdefault(_SKIPS_KEY, {})
     params = []

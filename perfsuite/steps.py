@@ -19,6 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from perfsuite.cases import Case
 from perfsuite.devices import synchronize
 from perfsuite.workloads import Workload
+from perfsuite.workloads.random_weights import materialize_random_weights
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -61,7 +62,7 @@ def autocast_context(case: Case) -> contextlib.AbstractContextManager:
 
 def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     """Build the workload's module and inputs on the case's device and compose its step."""
-    module = workload.build_module(case.profile).to(case.device)
+    module = materialize_random_weights(workload.build_module(case.profile), case.device)
     inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device)
     digest = config_digest(workload.name, module, inputs)
     parameter_count = sum(p.numel() for p in module.parameters())

@@ -32,8 +32,8 @@ def default_optimizer(parameters: list[torch.nn.Parameter]) -> torch.optim.Optim
 class Workload:
     """A model family to benchmark.
 
-    - `build_module(profile)` returns the module with random weights, on the CPU or the meta device's
-      materialised copy; `perfsuite.steps` moves it to the case's device.
+    - `build_module(profile)` returns the module on the CPU; parameters left on the meta device (see
+      `random_weights.build_on_meta`) get random values directly on the case's device.
     - `make_inputs(profile, batch_size)` returns the forward inputs: a tensor (passed positionally) or a
       dict of keyword arguments, on the CPU.
     - `make_target(profile, batch_size)` and `loss(output, target)` define training; a workload without a

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from perfsuite.workloads import Workload
-from perfsuite.workloads.random_weights import build_with_random_weights
+from perfsuite.workloads.random_weights import build_on_meta
 
 NUM_LABELS = 2
 
@@ -43,7 +43,7 @@ class BertLogits(torch.nn.Module):
 
 def build(profile: str) -> torch.nn.Module:
     """BERT-base (or its smoke-size twin) with random weights."""
-    return build_with_random_weights(lambda: BertLogits(profile))
+    return build_on_meta(lambda: BertLogits(profile))
 
 
 def make_tokens(profile: str, batch_size: int) -> dict[str, torch.Tensor]:

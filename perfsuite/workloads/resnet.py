@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from perfsuite.workloads import Workload
-from perfsuite.workloads.random_weights import build_with_random_weights
+from perfsuite.workloads.random_weights import build_on_meta
 
 NUM_CLASSES = 1000
 SMOKE_NUM_CLASSES = 10
@@ -50,7 +50,7 @@ class ResNetLogits(torch.nn.Module):
 
 def build(profile: str) -> torch.nn.Module:
     """ResNet18 (or its smoke-size twin) with random weights."""
-    return build_with_random_weights(lambda: ResNetLogits(profile))
+    return build_on_meta(lambda: ResNetLogits(profile))
 
 
 def make_images(profile: str, batch_size: int) -> torch.Tensor:

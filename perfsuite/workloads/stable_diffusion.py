@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from perfsuite.workloads import Workload
-from perfsuite.workloads.random_weights import build_with_random_weights
+from perfsuite.workloads.random_weights import build_on_meta
 
 DENOISING_STEPS = 5
 GUIDANCE_SCALE = 7.5
@@ -99,7 +99,7 @@ class UNetNoisePrediction(torch.nn.Module):
 
 def build_unet(profile: str) -> torch.nn.Module:
     """The SD 1.5 UNet (or its smoke-size twin) with random weights."""
-    return build_with_random_weights(lambda: UNetNoisePrediction(profile))
+    return build_on_meta(lambda: UNetNoisePrediction(profile))
 
 
 def make_unet_inputs(profile: str, batch_size: int) -> dict[str, torch.Tensor]:
@@ -218,7 +218,7 @@ WORKLOADS = (
     ),
     Workload(
         name="sd15-text2img",
-        build_module=lambda profile: build_with_random_weights(lambda: TextToImage(profile)),
+        build_module=lambda profile: build_on_meta(lambda: TextToImage(profile)),
         make_inputs=make_token_ids,
         batch_sizes={"smoke": (1,), "standard": (1,), "full": (4,)},
         description="Stable Diffusion 1.5 text-to-image, 5 DDIM steps with guidance, 512x512 (diffusers pipeline)",
@@ -226,14 +226,14 @@ WORKLOADS = (
     ),
     Workload(
         name="sd15-vae-decode",
-        build_module=lambda profile: build_with_random_weights(lambda: VaeDecode(profile)),
+        build_module=lambda profile: build_on_meta(lambda: VaeDecode(profile)),
         make_inputs=make_latents,
         batch_sizes={"smoke": (1,), "standard": (1,), "full": (4,)},
         description="Stable Diffusion 1.5 VAE decoder, 64x64 latents to a 512x512 image (diffusers AutoencoderKL)",
     ),
     Workload(
         name="sd15-text-encoder",
-        build_module=lambda profile: build_with_random_weights(lambda: TextEncoderHiddenStates(profile)),
+        build_module=lambda profile: build_on_meta(lambda: TextEncoderHiddenStates(profile)),
         make_inputs=make_token_ids,
         batch_sizes={"smoke": (1,), "standard": (1, 8), "full": (32,)},
         description="Stable Diffusion 1.5 CLIP text encoder, 77 tokens (transformers CLIPTextModel)",

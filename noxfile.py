@@ -1,0 +1,30 @@
+"""Sessions: `nox -s tests`, `nox -s bench`, and the tools built on the benchmarks.
+
+Each session installs the project with constraints-linux-cpu.txt, which pins torch only on Linux;
+on a Mac, PyPI's torch (with MPS) is installed as usual.
+"""
+
+import nox
+
+nox.options.sessions = ["tests"]
+CONSTRAINTS = ("-c", "constraints-linux-cpu.txt")
+
+
+def install(session: nox.Session, extras: str = "") -> None:
+    session.install(*CONSTRAINTS, "-e", f".{extras}")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The unit and end-to-end tests (fast, CPU), then ruff."""
+    install(session, "[test]")
+    session.run("pytest", "--benchmark-skip", *session.posargs)
+    session.run("ruff", "check", "perfsuite", "tests", "noxfile.py", "conftest.py", "examples")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The benchmarks on the default device (every accelerator present, else the CPU); extra args go to pytest,
+    e.g. `nox -s bench -- --perf-profile smoke`."""
+    install(session)
+    session.run("pytest", "--benchmark-only", "--benchmark-autosave", *session.posargs)

@@ -1,0 +1,610 @@
+"""Compare two result sets: which cases line up, and how their times relate.
+
+A result set is a baseline file (or a folder of them), the JSON a perfsuite run writes through
+pytest-benchmark (`--benchmark-json`, `--benchmark-save`), or a file of published figures
+(`baselines/reference/`). Reading turns each into one frame of cases; the decisions (which rows join, the
+time ratio, the geometric mean) are pure functions on those frames; `perfsuite.report` renders the result.
+
+The ratio is the one the source article prints: B's time over A's time (CUDA time / MPS time there), so
+0.71 means A runs at 71% of B's speed.
+
+Joining. Rows join on (model, mode, dtype, batch size, profile) with one result per case on each side.
+Cases measured with different model configs (`config_digest` differs) are never joined: both appear, each
+one-sided, with a note. Published figures leave some of those fields unstated (null): between two
+published sets, null joins only null, so the two sides of one article line up exactly. When exactly one
+side is published, a measured case joins the published figure of its model whose stated fields all match
+(the most specific one when several do); one published figure then stands against each matching case,
+and every such row says which fields the source did not state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfsuite.baselines import machine_slug
+
+BASELINE_SCHEMA = "perfsuite-baseline"
+PUBLISHED_SCHEMA = "perfsuite-published-reference"
+SCHEMA_VERSION = 1
+
+KEY_FIELDS = ("model", "mode", "dtype", "batch_size", "profile")
+KEY_FIELD_WORDS = {"model": "model", "mode": "mode", "dtype": "dtype", "batch_size": "batch size", "profile": "profile"}
+
+CASE_COLUMNS = (
+    "benchmark_id", "device", *KEY_FIELDS, "time_s", "iqr_s", "rounds", "samples_per_s",
+    "memory_figure", "memory_bytes", "config_digest", "torch_version", "machine", "source",
+)
+SIDES = ("both", "A only", "B only")
+COMPARISON_COLUMNS = (
+    *KEY_FIELDS, "side", "device_a", "device_b", "time_a_s", "time_b_s", "ratio_b_over_a",
+    "samples_per_s_a", "samples_per_s_b", "memory_a_bytes", "memory_b_bytes",
+    "memory_figure_a", "memory_figure_b", "benchmark_id_a", "benchmark_id_b", "note",
+)
+_INTEGER_COLUMNS = ("batch_size", "rounds", "memory_bytes", "memory_a_bytes", "memory_b_bytes")
+_FLOAT_COLUMNS = ("time_s", "iqr_s", "samples_per_s", "time_a_s", "time_b_s", "ratio_b_over_a",
+                  "samples_per_s_a", "samples_per_s_b")
+
+_WHAT_TO_PASS = (
+    "pass a baseline file or folder (baselines/<device>/), a file of published figures "
+    "(baselines/reference/), or the JSON of a perfsuite run (--benchmark-json, or .benchmarks/*/NNNN_*.json "
+    "after --benchmark-save / --benchmark-autosave)"
+)
+
+
+class CompareError(Exception):
+    """Result sets that cannot be read or compared; the message says what was wrong, where, and what to do."""
+
+
+@dataclass(frozen=True, eq=False)
+class ResultSet:
+    """One side of a comparison.
+
+    `name` is how the user named it (a path); `kind` is "run", "baseline", "published" or "folder";
+    `published` is True for figures copied from a publication rather than measured; `description` says in
+    one line what the set is; `cases` has the columns `CASE_COLUMNS` (times in seconds, memory in bytes,
+    null where a published source does not state a field).
+    """
+
+    name: str
+    kind: str
+    published: bool
+    description: str
+    cases: pd.DataFrame
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The devices the cases ran on, sorted."""
+        return tuple(sorted({d for d in self.cases["device"] if d is not None}))
+
+    @property
+    def machines(self) -> tuple[str, ...]:
+        """The machine slugs the cases came from, sorted; unknown machines are left out."""
+        return tuple(sorted({m for m in self.cases["machine"] if m is not None}))
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """Two result sets joined: `rows` has the columns `COMPARISON_COLUMNS`, one row per case (or per pair
+    of a measured case and a published figure); `published_side` is "A" or "B" when exactly that side holds
+    published figures, else None."""
+
+    a: ResultSet
+    b: ResultSet
+    rows: pd.DataFrame
+    published_side: str | None
+
+
+# --- reading ------------------------------------------------------------------------------------------
+
+
+def read_result_set(path: Path) -> ResultSet:
+    """Read a result set from a file, or from a folder holding result files (every *.json below it)."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.json") if p.is_file())
+        if not files:
+            raise CompareError(f"{path}: the folder holds no .json result files; {_WHAT_TO_PASS}")
+        return merge_result_sets([_read_file(f) for f in files], name=str(path))
+    if not path.exists():
+        raise CompareError(f"{path}: no such file or folder; {_WHAT_TO_PASS}")
+    return _read_file(path)
+
+
+def _read_file(path: Path) -> ResultSet:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CompareError(f"{path}: not a UTF-8 text file, so not a result file; {_WHAT_TO_PASS}") from None
+    except OSError as error:
+        raise CompareError(f"{path}: cannot read it ({error.strerror}); check the path and its permissions") from None
+    return parse_result_set(text, str(path))
+
+
+def find_newest_run(runs_dir: Path) -> Path | None:
+    """The newest run file pytest-benchmark saved under `runs_dir` (`<machine-id>/NNNN_*.json`), or None.
+
+    Newest by modification time; the NNNN counter is per machine-id folder, so it cannot order runs of
+    different interpreters.
+    """
+    if not runs_dir.is_dir():
+        return None
+    runs = [p for p in runs_dir.glob("*/[0-9][0-9][0-9][0-9]_*.json") if p.is_file()]
+    if not runs:
+        return None
+    return max(runs, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def parse_result_set(text: str, source: str) -> ResultSet:
+    """Parse the text of one result file; `source` names it in messages."""
+    if not text.strip():
+        raise CompareError(f"{source}: the file is empty; {_WHAT_TO_PASS}")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CompareError(
+            f"{source}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}); {_WHAT_TO_PASS}"
+        ) from None
+    return result_set_from_document(document, source)
+
+
+def result_set_from_document(document: object, source: str) -> ResultSet:
+    """Build a result set from a parsed JSON document of any of the three kinds; `source` names it."""
+    if isinstance(document, dict):
+        schema = document.get("schema")
+        if schema == BASELINE_SCHEMA:
+            return _from_baseline(document, source)
+        if schema == PUBLISHED_SCHEMA:
+            return _from_published(document, source)
+        if schema is None and isinstance(document.get("benchmarks"), list):
+            return _from_benchmark_json(document, source)
+        if schema is not None:
+            raise CompareError(
+                f"{source}: unknown schema {schema!r} (expected {BASELINE_SCHEMA!r} or {PUBLISHED_SCHEMA!r}); "
+                f"{_WHAT_TO_PASS}"
+            )
+    found = f"a JSON object with keys {', '.join(sorted(document)[:6])}" if isinstance(document, dict) else (
+        f"a JSON {type(document).__name__}"
+    )
+    raise CompareError(
+        f"{source}: not a result file: found {found}, but neither a 'schema' nor pytest-benchmark's "
+        f"'benchmarks' list; {_WHAT_TO_PASS}"
+    )
+
+
+def merge_result_sets(sets: Sequence[ResultSet], name: str) -> ResultSet:
+    """One result set from several files (a folder); published figures and measurements never mix."""
+    published = {s.published for s in sets}
+    if len(published) > 1:
+        files = ", ".join(s.name for s in sets if s.published)
+        raise CompareError(
+            f"{name}: the folder mixes published figures ({files}) with measurements; "
+            "pass the published file and the measured files separately"
+        )
+    cases = pd.concat([s.cases for s in sets], ignore_index=True) if len(sets) > 1 else sets[0].cases
+    description = "; ".join(dict.fromkeys(s.description for s in sets))
+    return ResultSet(name=name, kind="folder", published=published.pop(), description=description, cases=cases)
+
+
+def select_device(result_set: ResultSet, device: str, side: str) -> ResultSet:
+    """Keep only the cases of `device`; `side` ("A" or "B") names the set in the message when none are left."""
+    kept = result_set.cases[result_set.cases["device"] == device].reset_index(drop=True)
+    if kept.empty:
+        raise CompareError(
+            f"{side} ({result_set.name}) holds no {device} cases; it holds: {', '.join(result_set.devices) or 'none'}"
+        )
+    return replace(result_set, cases=kept, description=f"{result_set.description} [{device} cases only]")
+
+
+def preferred_device(result_set: ResultSet) -> str | None:
+    """The one accelerator of a set that also holds CPU cases (e.g. a Mac run of mps and cpu), else None.
+
+    Used when the user named no set: the question then is how far this machine's accelerator is from CUDA.
+    """
+    accelerators = [d for d in result_set.devices if d != "cpu"]
+    if len(result_set.devices) > 1 and len(accelerators) == 1:
+        return accelerators[0]
+    return None
+
+
+def _check_schema_version(document: Mapping[str, Any], source: str) -> None:
+    version = document.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise CompareError(
+            f"{source}: schema_version {version!r} is not one this perfsuite reads ({SCHEMA_VERSION}); "
+            "a newer file needs a newer perfsuite, an older one needs re-recording"
+        )
+
+
+def _entries(document: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+    entries = document.get("entries")
+    if not isinstance(entries, dict):
+        raise CompareError(f"{source}: 'entries' must be an object of benchmark id -> result")
+    if not entries:
+        raise CompareError(f"{source}: the file holds no entries, so there is nothing to compare")
+    return entries
+
+
+def _from_baseline(document: Mapping[str, Any], source: str) -> ResultSet:
+    _check_schema_version(document, source)
+    machine = document.get("machine") if isinstance(document.get("machine"), dict) else {}
+    slug = _optional_str(machine.get("machine_slug"))
+    records = []
+    for benchmark_id, entry in _entries(document, source).items():
+        where = f"{source}, entry {benchmark_id}"
+        if not isinstance(entry, dict):
+            raise CompareError(f"{where}: an entry must be an object of fields")
+        record = _case_record(entry, where, published=False, default_device=document.get("device"))
+        record.update(benchmark_id=benchmark_id, time_s=_time_s(entry, "median_s", where), machine=slug, source=source)
+        records.append(record)
+    devices = ", ".join(sorted({r["device"] for r in records}))
+    description = f"{devices} on {_machine_words(machine, slug)}: baseline {source}"
+    return ResultSet(source, "baseline", False, description, _case_frame(records))
+
+
+def _from_published(document: Mapping[str, Any], source: str) -> ResultSet:
+    _check_schema_version(document, source)
+    machine = document.get("machine") if isinstance(document.get("machine"), dict) else {}
+    citation = document.get("source") if isinstance(document.get("source"), dict) else {}
+    records = []
+    for entry_id, entry in _entries(document, source).items():
+        where = f"{source}, entry {entry_id}"
+        if not isinstance(entry, dict):
+            raise CompareError(f"{where}: an entry must be an object of fields")
+        record = _case_record(entry, where, published=True, default_device=document.get("device"))
+        record.update(benchmark_id=entry_id, time_s=_time_s(entry, "per_batch_time_s", where),
+                      machine=_optional_str(machine.get("machine_slug")), source=source)
+        records.append(record)
+    devices = ", ".join(sorted({r["device"] for r in records}))
+    title = citation.get("title_en") or citation.get("title") or "a publication"
+    machine_words = machine.get("description") or _machine_words(machine, None)
+    description = f"published figures, not measurements: {machine_words} ({devices}), from {title}: {source}"
+    return ResultSet(source, "published", True, description, _case_frame(records))
+
+
+def _from_benchmark_json(document: Mapping[str, Any], source: str) -> ResultSet:
+    benchmarks = document["benchmarks"]
+    if not benchmarks:
+        raise CompareError(
+            f"{source}: the run holds no benchmarks (all failed, skipped or deselected?); "
+            "re-run the benchmarks and pass the new JSON"
+        )
+    machine_info = document.get("machine_info") if isinstance(document.get("machine_info"), dict) else {}
+    fingerprint = machine_info.get("perfsuite") if isinstance(machine_info.get("perfsuite"), dict) else {}
+    records = []
+    for benchmark in benchmarks:
+        if not isinstance(benchmark, dict):
+            raise CompareError(f"{source}: 'benchmarks' must be a list of objects")
+        benchmark_id = str(benchmark.get("param") or benchmark.get("name") or "?")
+        where = f"{source}, benchmark {benchmark_id}"
+        facts = benchmark.get("extra_info") if isinstance(benchmark.get("extra_info"), dict) else {}
+        missing = [f for f in ("device", *KEY_FIELDS) if f not in facts]
+        if missing:
+            raise CompareError(
+                f"{where}: no perfsuite facts in extra_info (missing {', '.join(missing)}), so this JSON was not "
+                "written by a perfsuite run; run the suite's benchmarks with --benchmark-json and pass that file"
+            )
+        stats = benchmark.get("stats") if isinstance(benchmark.get("stats"), dict) else {}
+        record = _case_record(facts, where, published=False, default_device=None)
+        record.update(
+            benchmark_id=benchmark_id, time_s=_time_s(stats, "median", where),
+            iqr_s=_optional_number(stats.get("iqr")), rounds=_optional_number(stats.get("rounds")),
+            machine=_run_machine(fingerprint, record["device"]), source=source,
+        )
+        records.append(record)
+    devices = ", ".join(sorted({r["device"] for r in records}))
+    machines = ", ".join(sorted({r["machine"] for r in records if r["machine"]})) or "an unnamed machine"
+    when = f" ({document['datetime'][:16].replace('T', ' ')} UTC)" if isinstance(document.get("datetime"), str) else ""
+    description = f"{devices} on {machines}: run {source}{when}"
+    return ResultSet(source, "run", False, description, _case_frame(records))
+
+
+def _run_machine(fingerprint: Mapping[str, Any], device: str) -> str | None:
+    """The machine slug a run's case would have in the baseline store (the accelerator, or the CPU for cpu)."""
+    if not fingerprint:
+        return None
+    return _optional_str(fingerprint.get("machine_slug")) or machine_slug(fingerprint, device)
+
+
+def _machine_words(machine: Mapping[str, Any], slug: str | None) -> str:
+    return slug or machine.get("accelerator_name") or machine.get("cpu_model") or "an unnamed machine"
+
+
+def _case_record(fields: Mapping[str, Any], where: str, published: bool, default_device: object) -> dict[str, Any]:
+    """The key facts of one case, checked; a published source may leave key fields other than the model null."""
+    device = fields.get("device", default_device)
+    if not isinstance(device, str) or not device:
+        raise CompareError(f"{where}: 'device' must be a device name such as cuda, mps or cpu, got {device!r}")
+    record: dict[str, Any] = {"device": device}
+    for field in KEY_FIELDS:
+        value = fields.get(field)
+        may_be_null = published and field != "model"
+        if value is None and may_be_null:
+            record[field] = None
+        elif field == "batch_size":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise CompareError(f"{where}: 'batch_size' must be a positive integer, got {value!r}")
+            record[field] = value
+        elif isinstance(value, str) and value:
+            record[field] = value
+        else:
+            raise CompareError(f"{where}: {field!r} must be a non-empty string, got {value!r}")
+    record.update(
+        samples_per_s=_optional_number(fields.get("samples_per_s")),
+        memory_figure=_optional_str(fields.get("memory_figure")),
+        memory_bytes=_optional_number(fields.get("memory_bytes")),
+        config_digest=_optional_str(fields.get("config_digest")),
+        torch_version=_optional_str(fields.get("torch_version")),
+        iqr_s=_optional_number(fields.get("iqr_s")),
+        rounds=_optional_number(fields.get("rounds")),
+    )
+    return record
+
+
+def _time_s(fields: Mapping[str, Any], name: str, where: str) -> float:
+    value = fields.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise CompareError(f"{where}: {name!r} must be a time in seconds > 0, got {value!r}; re-record this case")
+    return float(value)
+
+
+def _optional_number(value: object) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value
+
+
+def _optional_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _case_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    return _frame(records, CASE_COLUMNS)
+
+
+def _frame(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    """A frame with nullable integers, floats, and None (not NaN) for missing text and keys."""
+    frame = pd.DataFrame.from_records(list(records), columns=list(columns))
+    for column in columns:
+        if column in _INTEGER_COLUMNS:
+            frame[column] = pd.to_numeric(frame[column]).round().astype("Int64")
+        elif column in _FLOAT_COLUMNS:
+            frame[column] = pd.to_numeric(frame[column]).astype(float)
+        else:
+            values = frame[column].astype(object)
+            frame[column] = values.where(values.notna(), None)
+    return frame
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: (None if _missing(v) else v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+# --- joining ------------------------------------------------------------------------------------------
+
+
+def case_key(case: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The join key of a case: (model, mode, dtype, batch size, profile), None where not stated."""
+    return tuple(case.get(f) for f in KEY_FIELDS)
+
+
+def describe_key(key: Sequence[Any]) -> str:
+    """A key in words, e.g. `resnet18 train bf16 bs64 standard`; `?` marks a field a source did not state."""
+    model, mode, dtype, batch_size, profile = ("?" if v is None else v for v in key)
+    return f"{model} {mode} {dtype} bs{batch_size} {profile}"
+
+
+def compare_result_sets(a: ResultSet, b: ResultSet, allow_same_machine: bool = False) -> Comparison:
+    """Join A and B case by case (see the module docstring) and compute B/A time ratios.
+
+    Raises CompareError when a side is empty or holds a case twice, when A and B are the same side
+    (identical content, or the same machine and device unless `allow_same_machine`), or when no case joins.
+    """
+    for side, result_set in (("A", a), ("B", b)):
+        if result_set.cases.empty:
+            raise CompareError(f"{side} ({result_set.name}) holds no cases, so there is nothing to compare")
+        _check_one_result_per_case(result_set, side)
+    check_distinct_sides(a, b, allow_same_machine)
+    published_side = "A" if a.published and not b.published else "B" if b.published and not a.published else None
+    a_cases, b_cases = _records(a.cases), _records(b.cases)
+    if published_side is None:
+        pairs = _pair_exactly(a_cases, b_cases)
+    elif published_side == "B":
+        pairs = _pair_with_published(a_cases, b_cases, published_label="B")
+    else:
+        pairs = [(pa, pb, note) for pb, pa, note in _pair_with_published(b_cases, a_cases, published_label="A")]
+    rows = [_comparison_row(case_a, case_b, note) for case_a, case_b, note in pairs]
+    rows.sort(key=_row_order)
+    frame = _frame(rows, COMPARISON_COLUMNS)
+    if not (frame["side"] == "both").any():
+        raise CompareError(no_overlap_message(a, b, frame))
+    return Comparison(a=a, b=b, rows=frame, published_side=published_side)
+
+
+def check_distinct_sides(a: ResultSet, b: ResultSet, allow_same_machine: bool = False) -> None:
+    """Raise CompareError when A and B are one side twice: the same file, identical measurements, or
+    (unless `allow_same_machine`) the same machine and device."""
+    if a.name == b.name:
+        raise CompareError(
+            f"A and B are the same result set ({a.name}); compare two different ones, e.g. your run against "
+            "baselines/cuda/"
+        )
+    if _measurements(a.cases) == _measurements(b.cases):
+        raise CompareError(
+            f"A ({a.name}) and B ({b.name}) hold identical measurements ({len(a.cases)} cases): one result set "
+            "given twice, e.g. a copy; compare two different ones"
+        )
+    same_machine = len(a.machines) == 1 and a.machines == b.machines and a.devices == b.devices
+    if same_machine and not allow_same_machine:
+        raise CompareError(
+            f"A ({a.name}) and B ({b.name}) are both {', '.join(a.devices)} on {a.machines[0]}: one side twice. "
+            "Compare against another machine or device (e.g. baselines/cuda/); to compare two runs of this "
+            "machine on purpose (e.g. two torch versions), pass --allow-same-machine"
+        )
+
+
+def _measurements(cases: pd.DataFrame) -> list[tuple[Any, ...]]:
+    return sorted((str(c["device"]), *map(str, case_key(c)), c["time_s"]) for c in _records(cases))
+
+
+def _check_one_result_per_case(result_set: ResultSet, side: str) -> None:
+    seen: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+    for case in _records(result_set.cases):
+        key = case_key(case)
+        if key in seen:
+            first = seen[key]
+            if first["device"] != case["device"]:
+                option = f"--device-{side.lower()}"
+                what_to_do = f"keep one device, e.g. {option} {first['device']} or {option} {case['device']}"
+            else:
+                what_to_do = "pass a single file of the folder"
+            raise CompareError(
+                f"{side} ({result_set.name}) holds the case {describe_key(key)} twice: {first['benchmark_id']} "
+                f"({first['source']}) and {case['benchmark_id']} ({case['source']}). A result set holds one "
+                f"result per case: {what_to_do}"
+            )
+        seen[key] = case
+
+
+Pair = tuple[dict[str, Any] | None, dict[str, Any] | None, str]
+
+
+def _pair_exactly(a_cases: list[dict[str, Any]], b_cases: list[dict[str, Any]]) -> list[Pair]:
+    """Pairs of cases with equal keys (a field not stated joins only a field not stated)."""
+    b_by_key = {case_key(case): case for case in b_cases}
+    pairs: list[Pair] = []
+    joined: set[tuple[Any, ...]] = set()
+    for case_a in a_cases:
+        case_b = b_by_key.get(case_key(case_a))
+        if case_b is None:
+            pairs.append((case_a, None, "only in A"))
+            continue
+        joined.add(case_key(case_a))
+        pairs.extend(_pair_unless_configs_differ(case_a, case_b, ""))
+    pairs.extend((None, case_b, "only in B") for case_b in b_cases if case_key(case_b) not in joined)
+    return pairs
+
+
+def _pair_with_published(
+    measured_cases: list[dict[str, Any]], published_cases: list[dict[str, Any]], published_label: str
+) -> list[Pair]:
+    """Pairs (measured, published): each measured case with the most specific published figure whose stated
+    fields all match it."""
+    measured_label = "A" if published_label == "B" else "B"
+    pairs: list[Pair] = []
+    used: set[int] = set()
+    for measured in measured_cases:
+        matches = [p for p in published_cases if all(measured[f] == p[f] for f in _stated_fields(p))]
+        if not matches:
+            pairs.append((measured, None, f"only in {measured_label}"))
+            continue
+        most_specific = max(len(_stated_fields(p)) for p in matches)
+        for published in matches:
+            if len(_stated_fields(published)) == most_specific:
+                used.add(id(published))
+                unstated = [KEY_FIELD_WORDS[f] for f in KEY_FIELDS if published[f] is None]
+                note = f"{published_label} published" + (f", not stating {', '.join(unstated)}" if unstated else "")
+                pairs.append((measured, published, note))
+    pairs.extend(
+        (None, p, f"only in {published_label} (published)") for p in published_cases if id(p) not in used
+    )
+    return pairs
+
+
+def _stated_fields(case: Mapping[str, Any]) -> list[str]:
+    return [f for f in KEY_FIELDS if case[f] is not None]
+
+
+def _pair_unless_configs_differ(case_a: dict[str, Any], case_b: dict[str, Any], note: str) -> list[Pair]:
+    digest_a, digest_b = case_a["config_digest"], case_b["config_digest"]
+    if digest_a is not None and digest_b is not None and digest_a != digest_b:
+        why = f"config differs (config_digest A {digest_a}, B {digest_b}): not compared"
+        return [(case_a, None, why), (None, case_b, why)]
+    return [(case_a, case_b, note)]
+
+
+def _comparison_row(case_a: Mapping[str, Any] | None, case_b: Mapping[str, Any] | None, note: str) -> dict[str, Any]:
+    a, b = case_a or {}, case_b or {}
+    row: dict[str, Any] = {f: a.get(f) if a.get(f) is not None else b.get(f) for f in KEY_FIELDS}
+    row["side"] = "both" if case_a and case_b else "A only" if case_a else "B only"
+    for column, suffix, case in (("device", "a", a), ("device", "b", b)):
+        row[f"{column}_{suffix}"] = case.get(column)
+    row.update(
+        time_a_s=a.get("time_s"), time_b_s=b.get("time_s"),
+        ratio_b_over_a=time_ratio(a.get("time_s"), b.get("time_s")),
+        samples_per_s_a=a.get("samples_per_s"), samples_per_s_b=b.get("samples_per_s"),
+        memory_a_bytes=a.get("memory_bytes"), memory_b_bytes=b.get("memory_bytes"),
+        memory_figure_a=a.get("memory_figure"), memory_figure_b=b.get("memory_figure"),
+        benchmark_id_a=a.get("benchmark_id"), benchmark_id_b=b.get("benchmark_id"), note=note,
+    )
+    return row
+
+
+def _row_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    # Unstated fields sort after stated ones; a case's one-sided rows stay next to each other.
+    return (*((row[f] is None, row[f]) for f in KEY_FIELDS), SIDES.index(row["side"]))
+
+
+def time_ratio(time_a_s: float | None, time_b_s: float | None) -> float | None:
+    """B's time over A's time, as the article's ratio (CUDA time / MPS time): 0.71 means A runs at 71% of
+    B's speed. None unless both times are known and positive."""
+    if time_a_s is None or time_b_s is None or not time_a_s > 0 or not time_b_s > 0:
+        return None
+    return time_b_s / time_a_s
+
+
+def geometric_mean_ratio(rows: pd.DataFrame) -> float | None:
+    """Geometric mean of the B/A time ratios of the joined rows, or None when no row joined."""
+    ratios = rows.loc[rows["side"] == "both", "ratio_b_over_a"].dropna().to_numpy(dtype=float)
+    ratios = ratios[ratios > 0]
+    if ratios.size == 0:
+        return None
+    return float(np.exp(np.log(ratios).mean()))
+
+
+def no_overlap_message(a: ResultSet, b: ResultSet, rows: pd.DataFrame) -> str:
+    """Why no case joined: what each side holds, the fields with no value in common, and config conflicts."""
+    lines = [f"no case of A ({a.name}) joins a case of B ({b.name}), so there is nothing to compare."]
+    for side, result_set in (("A", a), ("B", b)):
+        lines.append(f"  {side} holds: {_holdings(result_set.cases)}")
+    for field in KEY_FIELDS:
+        a_values, b_values = _stated_values(a.cases, field), _stated_values(b.cases, field)
+        if a_values and b_values and not a_values & b_values:
+            lines.append(
+                f"  no {KEY_FIELD_WORDS[field]} in common: A has {_joined(a_values)}, B has {_joined(b_values)}"
+            )
+    conflicts = int(rows["note"].str.startswith("config differs").sum()) // 2
+    if conflicts:
+        lines.append(
+            f"  {conflicts} case(s) matched but were measured with different model configs (config_digest "
+            "differs): the models or inputs changed between the two; re-record one side with this perfsuite"
+        )
+    lines.append("Run the same cases on both sides (same models, modes, dtypes, batch sizes and profile).")
+    return "\n".join(lines)
+
+
+def _stated_values(cases: pd.DataFrame, field: str) -> set[Any]:
+    return {v for v in cases[field].tolist() if not _missing(v)}
+
+
+def _joined(values: set[Any]) -> str:
+    return ", ".join(str(v) for v in sorted(values))
+
+
+def _holdings(cases: pd.DataFrame) -> str:
+    parts = []
+    for field in ("device", *KEY_FIELDS):
+        values = _stated_values(cases, field)
+        word = KEY_FIELD_WORDS.get(field, field)
+        parts.append(f"{word} {_joined(values)}" if values else f"{word} not stated")
+    return "; ".join(parts)

@@ -1,0 +1,207 @@
+"""Render a comparison for people: a terminal table, markdown, CSV and a PNG chart.
+
+Everything here except `plot_ratio_chart` is pure and returns text. Times are shown in milliseconds and
+memory in MiB; the CSV keeps the code's units (seconds, bytes) so other tools read exact figures.
+matplotlib is an optional extra (`pip install 'perfsuite[plot]'`), imported only when a chart is drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfsuite.compare import KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
+
+NOT_STATED = "?"
+ABSENT = "-"
+
+
+class PlottingUnavailable(RuntimeError):
+    """matplotlib is missing; the message says how to install it."""
+
+
+def summary_line(comparison: Comparison) -> str:
+    """One line: the geometric mean of the B/A time ratios over the joined rows, and the one-sided counts."""
+    rows = comparison.rows
+    joined = int((rows["side"] == "both").sum())
+    mean = geometric_mean_ratio(rows)
+    only_a, only_b = int((rows["side"] == "A only").sum()), int((rows["side"] == "B only").sum())
+    speed = f"{mean:.2f} (A runs at {mean:.0%} of B's speed)" if mean is not None else "none"
+    return (
+        f"geometric mean of B/A time over {joined} joined row(s): {speed}; "
+        f"{only_a} row(s) only in A, {only_b} only in B"
+    )
+
+
+def short_label(result_set: ResultSet) -> str:
+    """A few words for a side, e.g. `mps on apple-m2-max` or `published cuda figures (article-...)`."""
+    devices = ", ".join(result_set.devices)
+    machines = ", ".join(result_set.machines) or "an unnamed machine"
+    if result_set.published:
+        return f"published {devices} figures ({machines})"
+    return f"{devices} on {machines}"
+
+
+def display_table(comparison: Comparison) -> pd.DataFrame:
+    """The comparison as text cells for people: times in ms, ratio to 2 decimals, memory in MiB.
+
+    Device columns appear only when a side holds more than one device (otherwise the header names it).
+    """
+    rows = comparison.rows
+    table = pd.DataFrame(
+        {
+            "model": rows["model"].map(_key_cell),
+            "mode": rows["mode"].map(_key_cell),
+            "dtype": rows["dtype"].map(_key_cell),
+            "batch": rows["batch_size"].map(_key_cell),
+            "profile": rows["profile"].map(_key_cell),
+        }
+    )
+    if len(comparison.a.devices) > 1 or len(comparison.b.devices) > 1:
+        table["A device"] = rows["device_a"].map(_text_cell)
+        table["B device"] = rows["device_b"].map(_text_cell)
+    table["A ms"] = rows["time_a_s"].map(lambda t: _figure(t * 1e3 if _known(t) else None))
+    table["B ms"] = rows["time_b_s"].map(lambda t: _figure(t * 1e3 if _known(t) else None))
+    table["B/A"] = rows["ratio_b_over_a"].map(lambda r: f"{r:.2f}" if _known(r) else ABSENT)
+    table["A samples/s"] = rows["samples_per_s_a"].map(_figure)
+    table["B samples/s"] = rows["samples_per_s_b"].map(_figure)
+    table["A MiB"] = rows["memory_a_bytes"].map(lambda m: _figure(m / 2**20 if _known(m) else None))
+    table["B MiB"] = rows["memory_b_bytes"].map(lambda m: _figure(m / 2**20 if _known(m) else None))
+    table["note"] = rows["note"].map(lambda n: n or "")
+    return table
+
+
+def legend_lines(comparison: Comparison) -> list[str]:
+    """What the columns mean for this comparison: the ratio, unstated fields and the memory figures."""
+    lines = ["B/A = B's time / A's time per batch (the article's CUDA time / MPS time): below 1, A is slower."]
+    if comparison.published_side is not None:
+        lines.append(
+            f"{comparison.published_side} holds published figures, not measurements: each joins the cases of its "
+            "model whose fields match the ones the source states, so one figure can stand against several cases."
+        )
+    if comparison.rows[list(KEY_FIELDS)].isna().any().any():
+        lines.append(f"{NOT_STATED} = not stated by the published source.")
+    figures_a = _distinct(comparison.rows["memory_figure_a"])
+    figures_b = _distinct(comparison.rows["memory_figure_b"])
+    if figures_a or figures_b:
+        line = f"memory A: {', '.join(figures_a) or 'none'}; memory B: {', '.join(figures_b) or 'none'}"
+        if figures_a and figures_b and figures_a != figures_b:
+            line += " (different figures: compare memory with care)"
+        lines.append(line + ".")
+    return lines
+
+
+def render_terminal(comparison: Comparison) -> str:
+    """The comparison as plain text for a terminal: who A and B are, the table, the summary and legend."""
+    table = display_table(comparison).to_string(index=False)
+    parts = [f"A: {comparison.a.description}", f"B: {comparison.b.description}", "", table, "",
+             summary_line(comparison), *legend_lines(comparison)]
+    return "\n".join(parts) + "\n"
+
+
+def render_markdown(comparison: Comparison) -> str:
+    """The comparison as a markdown document: sides, summary, table and legend."""
+    table = display_table(comparison)
+    parts = [
+        "# perfsuite compare", "",
+        f"- **A**: {_escape(comparison.a.description)}",
+        f"- **B**: {_escape(comparison.b.description)}", "",
+        f"**{_escape(summary_line(comparison))}**", "",
+        markdown_table(list(table.columns), table.itertuples(index=False)), "",
+        *(f"- {_escape(line)}" for line in legend_lines(comparison)),
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def markdown_table(header: Sequence[str], rows: Any) -> str:
+    """A GitHub-flavoured markdown table from a header and rows of cells."""
+    lines = ["| " + " | ".join(_escape(str(h)) for h in header) + " |", "|" + "---|" * len(header)]
+    lines.extend("| " + " | ".join(_escape(str(c)) for c in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def render_csv(comparison: Comparison) -> str:
+    """The comparison rows as CSV in the code's units (seconds, bytes); empty cells where a value is absent."""
+    return comparison.rows.to_csv(index=False, lineterminator="\n")
+
+
+def ratio_chart_data(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per model and dtype: the geometric mean of the joined rows' B/A time ratios and how many rows it covers.
+
+    Columns: model, dtype (`not stated` where a published source gives none), ratio_b_over_a, rows.
+    """
+    joined = rows[(rows["side"] == "both") & rows["ratio_b_over_a"].notna()].copy()
+    joined["dtype"] = joined["dtype"].map(lambda d: "not stated" if d is None else d)
+    groups = joined.groupby(["model", "dtype"], sort=True)["ratio_b_over_a"]
+    data = groups.agg(ratio_b_over_a=lambda r: float(np.exp(np.log(r.astype(float)).mean())), rows="size")
+    return data.reset_index()
+
+
+def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
+    """Draw the B/A time ratio per model, one bar per dtype, into a PNG at `path`; return the path.
+
+    Raises PlottingUnavailable when matplotlib is not installed.
+    """
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlottingUnavailable(
+            "the PNG chart needs matplotlib, which is not installed: pip install 'perfsuite[plot]'"
+        ) from None
+    data = ratio_chart_data(comparison.rows)
+    models = list(dict.fromkeys(data["model"]))
+    dtypes = list(dict.fromkeys(sorted(data["dtype"])))
+    width = 0.8 / max(len(dtypes), 1)
+    figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.5), layout="constrained")
+    axes = figure.add_subplot()
+    for index, dtype in enumerate(dtypes):
+        part = data[data["dtype"] == dtype].set_index("model").reindex(models)
+        positions = np.arange(len(models)) + (index - (len(dtypes) - 1) / 2) * width
+        bars = axes.bar(positions, part["ratio_b_over_a"].fillna(0.0), width, label=dtype)
+        labels = [f"{r:.2f}" if not math.isnan(r) else "" for r in part["ratio_b_over_a"]]
+        axes.bar_label(bars, labels=labels, fontsize=8)
+    axes.axhline(1.0, color="grey", linewidth=1, linestyle="--")
+    axes.set_xticks(np.arange(len(models)), models)
+    axes.set_ylabel("B time / A time (below 1: A slower)")
+    axes.set_title(
+        f"A = {short_label(comparison.a)}, B = {short_label(comparison.b)}\n"
+        "B/A time per model (geometric mean over batch sizes and modes)",
+        fontsize=9,
+    )
+    axes.legend(title="dtype", fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    return path
+
+
+def _known(value: Any) -> bool:
+    return value is not None and value is not pd.NA and not (isinstance(value, float) and math.isnan(value))
+
+
+def _key_cell(value: Any) -> str:
+    return str(value) if _known(value) else NOT_STATED
+
+
+def _text_cell(value: Any) -> str:
+    return str(value) if _known(value) else ABSENT
+
+
+def _figure(value: Any) -> str:
+    """Three significant figures; whole numbers from 100 up without an exponent."""
+    if not _known(value):
+        return ABSENT
+    value = float(value)
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:#.3g}"
+
+
+def _distinct(values: pd.Series) -> list[str]:
+    return sorted({str(v) for v in values if _known(v)})
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")

@@ -28,3 +28,10 @@ def bench(session: nox.Session) -> None:
     e.g. `nox -s bench -- --perf-profile smoke`."""
     install(session)
     session.run("pytest", "--benchmark-only", "--benchmark-autosave", *session.posargs)
+
+
+@nox.session
+def doctor(session: nox.Session) -> None:
+    """Check this machine's setup (macOS version, Rosetta, torch's MPS/CUDA build); e.g. `nox -s doctor -- --device mps`."""
+    install(session)
+    session.run("perfsuite", "doctor", *session.posargs)

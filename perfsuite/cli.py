@@ -40,7 +40,19 @@ def build_parser() -> argparse.ArgumentParser:
     list_parser = commands.add_parser("list", help="print the case matrix (ids, and skip reasons)")
     _add_matrix_arguments(list_parser)
     list_parser.set_defaults(run=list_cases)
+    _add_command(commands, "doctor", "check this machine's setup for a device; each problem with its fix",
+                 "perfsuite.doctor")
     return parser
+
+
+def _add_command(commands, name: str, help_text: str, module_name: str) -> None:
+    """A subcommand whose module provides `add_arguments(parser)` and `run(args) -> int`."""
+    import importlib
+
+    module = importlib.import_module(module_name)
+    parser = commands.add_parser(name, help=help_text, description=module.__doc__)
+    module.add_arguments(parser)
+    parser.set_defaults(run=module.run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,6 +32,6 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def doctor(session: nox.Session) -> None:
-    """Check this machine's setup (macOS version, Rosetta, torch's MPS/CUDA build); e.g. `nox -s doctor -- --device mps`."""
+    """Check this machine's setup (macOS, Rosetta, torch's MPS/CUDA build); e.g. `nox -s doctor -- --device mps`."""
     install(session)
     session.run("perfsuite", "doctor", *session.posargs)

@@ -19,3 +19,14 @@ def test_list_prints_the_case_matrix(capsys):
 def test_list_rejects_an_unknown_dtype_with_the_valid_ones(capsys):
     assert main(["list", "--dtype", "fp64"]) == 2
     assert "valid: fp32, bf16, fp16" in capsys.readouterr().err
+
+
+def test_doctor_exits_non_zero_when_the_asked_device_is_unusable(capsys):
+    import torch
+
+    if torch.backends.mps.is_available():
+        import pytest
+
+        pytest.skip("MPS is usable here")
+    assert main(["doctor", "--device", "mps"]) == 1
+    assert "mps" in capsys.readouterr().out

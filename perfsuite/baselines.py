@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from perfsuite.results import CaseResult
+from perfsuite.stats import check_tolerance
 
 SCHEMA = "perfsuite-baseline"
 SCHEMA_VERSION = 1
@@ -126,6 +127,8 @@ def entry_from_result(
     """
     if recorded_at.tzinfo is None:
         raise ValueError("recorded_at must be timezone-aware, e.g. datetime.now(timezone.utc)")
+    check_tolerance(tolerance, f"{result.benchmark_id}: tolerance")
+    check_tolerance(memory_tolerance, f"{result.benchmark_id}: memory tolerance")
     times = result.round_times_s
     if len(times) > MAX_STORED_ROUNDS:
         # Even spacing keeps early and late rounds alike, so slow drift within a run stays visible.
@@ -136,7 +139,7 @@ def entry_from_result(
         device=result.device,
         dtype=result.dtype,
         model=result.model,
-        batch_size=result.batch_size,
+        batch_size=int(result.batch_size),
         mode=result.mode,
         profile=result.profile,
         round_times_s=tuple(_significant(t) for t in times),
@@ -145,15 +148,16 @@ def entry_from_result(
         iqr_s=_significant(result.iqr_s),
         samples_per_s=_significant(result.samples_per_s),
         memory_figure=result.memory_figure,
-        memory_bytes=result.memory_bytes,
-        flops_per_step=result.flops_per_step,
+        # int() also turns numpy integers into ones the JSON encoder accepts.
+        memory_bytes=None if result.memory_bytes is None else int(result.memory_bytes),
+        flops_per_step=None if result.flops_per_step is None else int(result.flops_per_step),
         tflops_per_s=None if result.tflops_per_s is None else _significant(result.tflops_per_s),
         config_digest=result.config_digest,
         torch_version=result.torch_version,
         commit=commit,
         recorded_at=recorded_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        tolerance=tolerance,
-        memory_tolerance=memory_tolerance,
+        tolerance=float(tolerance),
+        memory_tolerance=float(memory_tolerance),
         reference_median_s=None if reference_median_s is None else _significant(reference_median_s),
     )
 

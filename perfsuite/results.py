@@ -9,6 +9,7 @@ cannot disagree with them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,18 +17,22 @@ import numpy as np
 MEMORY_FIGURES = ("cuda_max_allocated_bytes", "mps_driver_allocated_bytes", "cpu_peak_rss_bytes")
 
 
-def check_round_times(round_times_s: tuple[float, ...] | list[float], where: str) -> None:
+def check_round_times(round_times_s: Sequence[float] | np.ndarray, where: str) -> None:
     """Raise ValueError unless `round_times_s` is non-empty and every time is a finite number of seconds > 0.
 
     `where` names the benchmark (and the side: current, baseline) for the message.
     """
-    if len(round_times_s) == 0:
+    try:
+        values = np.asarray(round_times_s, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: round times must be numbers of seconds, got {round_times_s!r:.80}") from None
+    if values.size == 0:
         raise ValueError(f"{where}: no timed rounds; a benchmark needs at least one round to be judged")
-    bad = [t for t in round_times_s if not (isinstance(t, (int, float)) and math.isfinite(t) and t > 0)]
-    if bad:
+    bad = values[~(np.isfinite(values) & (values > 0))]
+    if bad.size:
         raise ValueError(
-            f"{where}: round times must be finite and > 0 seconds, got {bad[:3]!r}"
-            f"{' and more' if len(bad) > 3 else ''}; a zero or NaN time means the timer or the device "
+            f"{where}: round times must be finite and > 0 seconds, got {bad[:3].tolist()!r}"
+            f"{' and more' if bad.size > 3 else ''}; a zero or NaN time means the timer or the device "
             "synchronisation failed, so this result cannot be judged: re-run the benchmark"
         )
 

@@ -183,8 +183,8 @@ def compare_times(
     non-finite times, or a tolerance outside [0, 1).
     """
     check_tolerance(tolerance, "tolerance")
-    check_round_times(list(current_s), "current round times")
-    check_round_times(list(baseline_s), "baseline round times")
+    check_round_times(current_s, "current round times")
+    check_round_times(baseline_s, "baseline round times")
     if drift is not None and not (math.isfinite(drift) and drift > 0):
         raise ValueError(f"drift must be a finite factor > 0 or None, got {drift!r}")
     current = np.asarray(current_s, dtype=float)

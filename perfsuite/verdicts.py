@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from perfsuite.baselines import BaselineEntry, no_baseline_hint
+from perfsuite.baselines import RECORD_COMMAND, BaselineEntry, no_baseline_hint
 from perfsuite.results import CaseResult, format_bytes, format_seconds
 from perfsuite.stats import (
     DEFAULT_DECISION,
@@ -181,7 +181,7 @@ def judge(
             message=(
                 f"{current.benchmark_id}: not compared with its baseline ({'; '.join(reasons)}); median "
                 f"{format_seconds(baseline.median_s)} -> {format_seconds(current.median_s)} (x{ratio:.3f}) shown "
-                f"only. Once reviewed, re-record it with `pytest --benchmark-only --perf-update-baseline`"
+                f"only. Once reviewed, re-record it with `{RECORD_COMMAND}`"
             ),
             notes=reasons,
         )

@@ -9,6 +9,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from perfsuite.baselines import (
@@ -114,6 +115,18 @@ def test_an_entry_needs_a_timezone_aware_time():
 
 def test_an_entry_records_the_reference_median():
     assert entry(reference_round_times_s=(0.0005, 0.0006, 0.0007)).reference_median_s == 0.0006
+
+
+def test_an_entry_with_a_percent_for_a_tolerance_is_refused():
+    with pytest.raises(ValueError, match="tolerance must be a fraction"):
+        entry_from_result(result(), commit=None, recorded_at=RECORDED_AT, tolerance=10, memory_tolerance=0.1)
+
+
+def test_numpy_numbers_in_a_result_are_recorded_as_plain_json(tmp_path):
+    path = tmp_path / "cpu.json"
+    recorded = entry(memory_bytes=np.int64(512_000_000), flops_per_step=np.int64(10**9))
+    record_baselines(path, "cpu", MACHINE, {"a": recorded})
+    assert load_baseline(path).entries["a"].memory_bytes == 512_000_000
 
 
 # --- the file -------------------------------------------------------------------------------------------

@@ -114,6 +114,11 @@ def test_a_zero_negative_or_non_finite_current_time_is_an_error(bad):
         compare_times(current, rounds(2), tolerance=0.10)
 
 
+def test_float32_rounds_are_judged_like_float64_ones():
+    comparison = compare_times(rounds(1, scale=1.3).astype(np.float32), rounds(2), tolerance=0.10)
+    assert comparison.outcome == "regressed"
+
+
 def test_an_empty_baseline_is_an_error():
     with pytest.raises(ValueError, match="no timed rounds"):
         compare_times(rounds(1), [], tolerance=0.10)

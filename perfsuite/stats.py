@@ -193,10 +193,15 @@ def compare_times(
     baseline_median_s = float(np.median(baseline))
     ratio = current_median_s / baseline_median_s
     normalised_ratio = None if drift is None else ratio / drift
+    medians = {
+        "baseline_median_s": baseline_median_s, "current_median_s": current_median_s, "ratio": ratio,
+        "drift": drift, "normalised_ratio": normalised_ratio,
+    }
     if min(len(current), len(baseline)) < config.min_rounds:
         return TimeComparison(
-            "too-few-rounds", "too-few-rounds", None if drift is None else "too-few-rounds",
-            baseline_median_s, current_median_s, ratio, drift, normalised_ratio, None, None, None, None,
+            **medians, outcome="too-few-rounds", raw_outcome="too-few-rounds",
+            normalised_outcome=None if drift is None else "too-few-rounds",
+            ci_low=None, ci_high=None, p_value_slower=None, p_value_faster=None,
         )
     alpha = config.one_sided_alpha
     raw_interval = median_ratio_interval(current, baseline, config.confidence, config.bootstrap_resamples, config.seed)
@@ -205,8 +210,8 @@ def compare_times(
     raw_outcome = _outcome(raw_interval, raw_p_slower, raw_p_faster, tolerance, alpha)
     if drift is None:
         return TimeComparison(
-            raw_outcome, raw_outcome, None, baseline_median_s, current_median_s, ratio, None, None,
-            *raw_interval, raw_p_slower, raw_p_faster,
+            **medians, outcome=raw_outcome, raw_outcome=raw_outcome, normalised_outcome=None,
+            ci_low=raw_interval[0], ci_high=raw_interval[1], p_value_slower=raw_p_slower, p_value_faster=raw_p_faster,
         )
     # Dividing every current round by the drift puts the interval and the rank test on the same scale;
     # with the same resamples the interval of the normalised ratio is exactly the raw one divided by it.
@@ -219,8 +224,8 @@ def compare_times(
     if config.drift_rule == "both" and normalised_outcome != raw_outcome:
         outcome = "unchanged"
     return TimeComparison(
-        outcome, raw_outcome, normalised_outcome, baseline_median_s, current_median_s, ratio, drift,
-        normalised_ratio, *interval, p_slower, p_faster,
+        **medians, outcome=outcome, raw_outcome=raw_outcome, normalised_outcome=normalised_outcome,
+        ci_low=interval[0], ci_high=interval[1], p_value_slower=p_slower, p_value_faster=p_faster,
     )
 
 

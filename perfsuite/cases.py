@@ -113,6 +113,20 @@ def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
     return None
 
 
+def sweep_key(case: Case) -> tuple[str, str, str, str, str]:
+    """The cases that differ only in batch size share a sweep: a batch size that ran out of memory
+    ends the sweep for the larger ones."""
+    return case.device, case.dtype, case.model, case.mode, case.profile
+
+
+def sweep_skip_reason(case: Case, out_of_memory_batch_sizes: Mapping[tuple, int]) -> str | None:
+    """Why `case` is not tried: a smaller batch size of its sweep already ran out of memory."""
+    failed = out_of_memory_batch_sizes.get(sweep_key(case))
+    if failed is not None and case.batch_size >= failed:
+        return f"batch size {case.batch_size} not tried: batch size {failed} ran out of memory on {case.device}"
+    return None
+
+
 def parse_version(text: str) -> tuple[int, int]:
     """Major and minor of a version string such as '2.13.0+cpu' or '14.5'."""
     numbers = [int(p) for p in text.split("+")[0].split(".")[:2] if p.isdigit()]

@@ -136,6 +136,14 @@ def free_cached_memory(device: str) -> None:
         torch.mps.empty_cache()
 
 
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether `error` is a device running out of memory: CUDA's torch.OutOfMemoryError, or the
+    RuntimeError MPS raises ("MPS backend out of memory ...")."""
+    if isinstance(error, torch.cuda.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
 def _reset_linux_rss_peak() -> None:
     # Writing 5 to clear_refs resets VmHWM (Linux >= 4.0); elsewhere the peak covers the process's life.
     try:

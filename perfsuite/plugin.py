@@ -8,13 +8,19 @@ from typing import Any
 
 import pytest
 
-from perfsuite import devices, settings
-from perfsuite.cases import Case, UsageError, build_matrix, skip_reason
-from perfsuite.runner import DEFAULT_WARMUP_STEPS, run_case
+from perfsuite import devices, settings, summary
+from perfsuite.baselines import BaselineFileError
+from perfsuite.cases import Case, UsageError, build_matrix, skip_reason, sweep_key, sweep_skip_reason
+from perfsuite.gate import Gate, GateSettings, current_commit
+from perfsuite.runner import DEFAULT_WARMUP_STEPS, CaseOutOfMemory, case_result, run_case
+from perfsuite.verdicts import parse_tolerance_table
 from perfsuite.workloads import registered_workloads
 
 _MATRIX_KEY = pytest.StashKey[list]()
 _SKIPS_KEY = pytest.StashKey[dict]()
+_OUT_OF_MEMORY_KEY = pytest.StashKey[dict]()
+_GATE_KEY = pytest.StashKey[Gate]()
+_WRITTEN_KEY = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,6 +34,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perf-mode", help="comma-separated train,infer (default: both where the model has them)")
     group.addoption("--perf-profile", help="smoke | standard | full (default: standard)")
     group.addoption("--perf-warmup", help=f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})")
+    group.addoption("--perf-update-baseline", action="store_true",
+                    help="record the cases run into this machine's baseline files (others are kept)")
+    group.addoption("--perf-baseline-dir", help="where baselines live (default: baselines/ beside pyproject.toml)")
+    group.addoption("--perf-tolerance", type=float,
+                    help="time band as a fraction for every case, e.g. 0.15 "
+                    "(default 0.10, or [tool.perfsuite.tolerance])")
+    group.addoption("--perf-memory-tolerance", type=float,
+                    help="memory band as a fraction (default 0.10, or [tool.perfsuite.memory_tolerance])")
+    group.addoption("--perf-summary-dir",
+                    help="where the verdicts go as summary.json and summary.md (default: .perfsuite/)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,6 +51,28 @@ def pytest_configure(config: pytest.Config) -> None:
     # Validate the options now, so a bad value is a usage error before collection starts. Workloads
     # registered in the root conftest.py (loaded before this hook) are known by now.
     case_matrix(config)
+    fingerprint = devices.machine_fingerprint()
+    config.stash[_GATE_KEY] = Gate(_gate_settings(config), fingerprint, current_commit(config.rootpath))
+
+
+def _gate_settings(config: pytest.Config) -> GateSettings:
+    pyproject = config.rootpath / "pyproject.toml"
+    table = settings.read_pyproject_settings(pyproject)
+    where = f"{pyproject} [tool.perfsuite"
+    try:
+        tolerances = parse_tolerance_table(table.get("tolerance", {}), f"{where}.tolerance]")
+        memory_tolerances = parse_tolerance_table(table.get("memory_tolerance", {}), f"{where}.memory_tolerance]")
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    baseline_dir = config.getoption("--perf-baseline-dir") or table.get("baseline-dir") or "baselines"
+    return GateSettings(
+        baseline_dir=config.rootpath / baseline_dir,
+        update=config.getoption("--perf-update-baseline"),
+        tolerance_overrides=tolerances,
+        memory_tolerance_overrides=memory_tolerances,
+        cli_tolerance=config.getoption("--perf-tolerance"),
+        cli_memory_tolerance=config.getoption("--perf-memory-tolerance"),
+    )
 
 
 def _raw_settings(config: pytest.Config) -> settings.RawSettings:
@@ -104,10 +142,57 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 @pytest.fixture
 def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case], dict[str, Any]]:
-    """Run a case through the `benchmark` fixture: `perf_run(perf_case)` returns its figures."""
+    """Run a case through the `benchmark` fixture: `perf_run(perf_case)` returns its figures.
+
+    The result is judged against this machine's baseline; a regression fails the test. A case that
+    runs out of device memory is skipped as such, and so are the larger batch sizes of its sweep; the
+    session goes on with the next case.
+    """
     warmup = settings.warmup_steps(_raw_settings(request.config), DEFAULT_WARMUP_STEPS)
+    out_of_memory = request.config.stash.setdefault(_OUT_OF_MEMORY_KEY, {})
 
     def run(case: Case) -> dict[str, Any]:
-        return run_case(benchmark, case, warmup_steps=warmup)
+        reason = sweep_skip_reason(case, out_of_memory)
+        if reason:
+            pytest.skip(reason)
+        try:
+            figures = run_case(benchmark, case, warmup_steps=warmup)
+        except CaseOutOfMemory as error:
+            out_of_memory[sweep_key(case)] = case.batch_size
+            pytest.skip(str(error))
+        result = case_result(case, figures)
+        if result is not None:
+            _judge(request.config, result)
+        return figures
 
     return run
+
+
+def _judge(config: pytest.Config, result: Any) -> None:
+    gate = config.stash[_GATE_KEY]
+    try:
+        verdict = gate.check(result)
+    except BaselineFileError as error:
+        pytest.fail(f"{result.benchmark_id}: {error}", pytrace=False)
+    if verdict.gate_failed and not gate.settings.update:
+        pytest.fail(verdict.message, pytrace=False)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    gate = session.config.stash.get(_GATE_KEY, None)
+    if gate is None or not gate.verdicts:
+        return
+    written = gate.record() if gate.settings.update else []
+    summary_dir = session.config.getoption("--perf-summary-dir") or session.config.rootpath / ".perfsuite"
+    written += gate.write_summary(session.config.rootpath / summary_dir)
+    session.config.stash[_WRITTEN_KEY] = written
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    gate = config.stash.get(_GATE_KEY, None)
+    if gate is None or not gate.verdicts:
+        return
+    terminalreporter.section("perfsuite regression gate")
+    terminalreporter.write_line(summary.render_terminal(gate.verdicts))
+    for path in config.stash.get(_WRITTEN_KEY, []):
+        terminalreporter.write_line(f"wrote {path}")

@@ -10,7 +10,7 @@ from typing import Any
 
 from perfsuite.cases import DEFAULT_DTYPES, DTYPES, MatrixOptions, UsageError, parse_batch_sizes, parse_names
 from perfsuite.devices import DEVICES
-from perfsuite.workloads import MODES, PROFILES
+from perfsuite.workloads import ALL_MODES, MODES, PROFILES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,7 +50,7 @@ def read_pyproject_settings(pyproject: Path) -> dict[str, Any]:
 
 def merge_settings(cli: RawSettings, pyproject_table: Mapping[str, Any], source: str) -> RawSettings:
     """Command-line values where given, else the pyproject values; unknown pyproject keys are an error."""
-    known = set(SETTING_KEYS) | {"tolerance", "memory-tolerance", "baseline-dir"}
+    known = set(SETTING_KEYS) | {"tolerance", "memory_tolerance", "baseline-dir"}
     unknown = sorted(k for k in pyproject_table if k not in known and not isinstance(pyproject_table[k], dict))
     if unknown:
         raise UsageError(
@@ -73,7 +73,7 @@ def matrix_options(raw: RawSettings, workload_names: list[str], available_device
         dtypes=parse_names(raw.dtype, DTYPES, "--perf-dtype") if raw.dtype else DEFAULT_DTYPES,
         models=None if models is None or "all" in models else models,
         batch_sizes=parse_batch_sizes(raw.batch_size) if raw.batch_size else None,
-        modes=parse_names(raw.mode, MODES, "--perf-mode") if raw.mode else MODES,
+        modes=parse_names(raw.mode, ALL_MODES, "--perf-mode") if raw.mode else MODES,
         profile=parse_names(raw.profile, PROFILES, "--perf-profile")[0] if raw.profile else "standard",
     )
 

@@ -3,14 +3,16 @@
 `infer`: the forward pass under `torch.inference_mode()`. `train`: zero the gradients, forward, loss,
 backward, optimizer step. Mixed precision is `torch.autocast(device_type=...)` with bf16 or fp16 (weights
 stay fp32); fp16 training scales the loss with `torch.amp.GradScaler(device)`.
+Variants: `train-checkpoint` turns on the workload's gradient checkpointing; `*-channels-last` puts the
+module and its 4-D inputs in channels_last memory format; `train-ddp` is built by `perfsuite.distributed`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,12 +28,24 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 
 @dataclass(frozen=True)
 class PreparedCase:
-    """A case ready to run: `run_step` queues one step, `timed_step` also waits for the device."""
+    """A case ready to run: `run_step` queues one step, `timed_step` also waits for the device.
+
+    `close()` releases what the case holds beyond memory (worker processes); `extra_facts` are
+    recorded with its result.
+    """
 
     case: Case
     run_step: Callable[[], torch.Tensor]
     parameter_count: int
     config_digest: str
+    close: Callable[[], None] = lambda: None
+    samples_per_step: int | None = None
+    extra_facts: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def samples(self) -> int:
+        """Samples one step processes: the batch size, or more where several processes share a step."""
+        return self.samples_per_step or self.case.batch_size
 
     def timed_step(self) -> None:
         """One step that returns only when the device has finished it: what each timed round runs."""
@@ -39,13 +53,19 @@ class PreparedCase:
         synchronize(self.case.device)
 
 
-def to_device(value: Any, device: str) -> Any:
-    """Move a tensor, or the tensors of a dict, to `device`."""
+def to_device(value: Any, device: str, channels_last: bool = False) -> Any:
+    """Move a tensor, or the tensors of a dict, to `device`; 4-D tensors to channels_last if asked."""
     if isinstance(value, torch.Tensor):
-        return value.to(device)
+        moved = value.to(device)
+        return moved.to(memory_format=torch.channels_last) if channels_last and moved.dim() == 4 else moved
     if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
+        return {k: to_device(v, device, channels_last) for k, v in value.items()}
     return value
+
+
+def base_mode(mode: str) -> str:
+    """`train` or `infer`: what a mode or variant runs."""
+    return mode.split("-")[0]
 
 
 def call_module(module: torch.nn.Module, inputs: Any) -> Any:
@@ -62,11 +82,22 @@ def autocast_context(case: Case) -> contextlib.AbstractContextManager:
 
 def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     """Build the workload's module and inputs on the case's device and compose its step."""
+    if case.mode not in workload.modes:
+        raise ValueError(f"{workload.name} has no mode {case.mode!r}; it has {', '.join(workload.modes)}")
+    if case.mode == "train-ddp":
+        from perfsuite.distributed import prepare_ddp_case
+
+        return prepare_ddp_case(case, workload)
+    channels_last = case.mode.endswith("-channels-last")
     module = materialize_random_weights(workload.build_module(case.profile), case.device)
-    inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device)
+    if channels_last:
+        module = module.to(memory_format=torch.channels_last)
+    if case.mode == "train-checkpoint":
+        workload.enable_checkpointing(module)
+    inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device, channels_last)
     digest = config_digest(workload.name, module, inputs)
     parameter_count = sum(p.numel() for p in module.parameters())
-    if case.mode == "infer":
+    if base_mode(case.mode) == "infer":
         module.eval()
 
         def run_step() -> torch.Tensor:
@@ -75,10 +106,16 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
 
         return PreparedCase(case, run_step, parameter_count, digest)
 
-    if workload.loss is None or workload.make_target is None:
-        raise ValueError(f"{workload.name} has no loss, so it cannot run in train mode")
     module.train()
     target = to_device(workload.make_target(case.profile, case.batch_size), case.device)
+    train_step = make_train_step(case, workload, module, inputs, target)
+    return PreparedCase(case, train_step, parameter_count, digest)
+
+
+def make_train_step(
+    case: Case, workload: Workload, module: torch.nn.Module, inputs: Any, target: Any
+) -> Callable[[], torch.Tensor]:
+    """Zero grads, forward under autocast, loss, backward (scaled for fp16), optimizer step; returns the loss."""
     optimizer = workload.make_optimizer(list(module.parameters()))
     scaler = torch.amp.GradScaler(case.device) if case.dtype == "fp16" else None
     loss_of = workload.loss
@@ -96,7 +133,7 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
             scaler.update()
         return loss.detach()
 
-    return PreparedCase(case, train_step, parameter_count, digest)
+    return train_step
 
 
 def count_flops(run_step: Callable[[], object]) -> int:

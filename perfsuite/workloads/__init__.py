@@ -16,6 +16,9 @@ import torch
 
 PROFILES = ("smoke", "standard", "full")
 MODES = ("train", "infer")
+# Variants of the two modes, selected with --perf-mode; each needs something of the workload (see `modes`).
+VARIANT_MODES = ("train-checkpoint", "train-channels-last", "infer-channels-last", "train-ddp")
+ALL_MODES = MODES + VARIANT_MODES
 
 ModuleFactory = Callable[[str], torch.nn.Module]
 InputMaker = Callable[[str, int], Any]
@@ -41,6 +44,8 @@ class Workload:
     - `batch_sizes` maps each profile to the batch sizes measured by default; `full` falls back to
       `standard` plus nothing when absent.
     - `extra_facts` are figures recorded with every result of this workload (e.g. denoising steps).
+    - `enable_checkpointing(module)` turns on gradient checkpointing (mode `train-checkpoint`);
+      `supports_channels_last` allows the channels_last modes (4-D convolution inputs).
     """
 
     name: str
@@ -52,13 +57,25 @@ class Workload:
     make_optimizer: OptimizerFactory = default_optimizer
     description: str = ""
     extra_facts: Mapping[str, Any] = field(default_factory=dict)
+    enable_checkpointing: Callable[[torch.nn.Module], None] | None = None
+    supports_channels_last: bool = False
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the workload can train: it needs a loss and a target maker."""
+        return self.loss is not None and self.make_target is not None
 
     @property
     def modes(self) -> tuple[str, ...]:
-        """The modes this workload supports: train needs a loss and a target maker."""
-        if self.loss is not None and self.make_target is not None:
-            return MODES
-        return ("infer",)
+        """Every mode this workload supports, the variants included."""
+        modes = ["train", "infer"] if self.trainable else ["infer"]
+        if self.trainable and self.enable_checkpointing is not None:
+            modes.append("train-checkpoint")
+        if self.supports_channels_last:
+            modes += ["train-channels-last", "infer-channels-last"] if self.trainable else ["infer-channels-last"]
+        if self.trainable:
+            modes.append("train-ddp")
+        return tuple(modes)
 
     def batch_sizes_for(self, profile: str) -> tuple[int, ...]:
         """Default batch sizes of `profile`; `full` includes the `standard` ones."""

@@ -73,5 +73,8 @@ WORKLOADS = (
         loss=cross_entropy,
         batch_sizes={"smoke": (2,), "standard": (8, 16, 32), "full": (64, 128)},
         description="BERT-base sequence classification, 128 tokens (transformers BertForSequenceClassification)",
+        enable_checkpointing=lambda module: module.model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False}
+        ),
     ),
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import build_on_meta
@@ -70,6 +71,25 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), labels)
 
 
+class CheckpointedStage(torch.nn.Module):
+    """A ResNet stage whose activations are recomputed in backward instead of kept."""
+
+    def __init__(self, stage: torch.nn.Module):
+        super().__init__()
+        self.stage = stage
+
+    def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
+        return checkpoint(self.stage, hidden_state, use_reentrant=False)
+
+
+def checkpoint_stages(module: ResNetLogits) -> None:
+    """Gradient checkpointing per ResNet stage (transformers' ResNet has no switch for it)."""
+    stages = module.model.resnet.encoder.stages
+    for index, stage in enumerate(stages):
+        if not isinstance(stage, CheckpointedStage):
+            stages[index] = CheckpointedStage(stage)
+
+
 def _sgd(parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.SGD(parameters, lr=0.01, momentum=0.9)
 
@@ -84,5 +104,7 @@ WORKLOADS = (
         make_optimizer=_sgd,
         batch_sizes={"smoke": (4,), "standard": (32, 64, 128, 256), "full": (512,)},
         description="ResNet18, 224x224 images, 1000 classes (transformers ResNet, basic blocks 2-2-2-2)",
+        enable_checkpointing=checkpoint_stages,
+        supports_channels_last=True,
     ),
 )

@@ -215,6 +215,8 @@ WORKLOADS = (
         loss=noise_mse,
         batch_sizes={"smoke": (1,), "standard": (1, 2, 4), "full": (8, 16)},
         description="Stable Diffusion 1.5 UNet, one denoising step on 64x64 latents (diffusers UNet2DConditionModel)",
+        enable_checkpointing=lambda module: module.unet.enable_gradient_checkpointing(),
+        supports_channels_last=True,
     ),
     Workload(
         name="sd15-text2img",

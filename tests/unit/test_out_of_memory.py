@@ -1,0 +1,96 @@
+"""Out of memory ends a batch-size sweep as a skip, not a crash."""
+
+import pytest
+import torch
+
+from perfsuite.cases import Case, sweep_key, sweep_skip_reason
+from perfsuite.devices import is_out_of_memory
+
+PLANTED = '''
+import torch
+from perfsuite import Workload, register_workload
+
+
+class FailsFromBatchFour(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        if x.shape[0] >= 4:
+            raise RuntimeError("MPS backend out of memory (MPS allocated: 9.00 GB, other allocations: 0 bytes)")
+        return self.linear(x)
+
+
+register_workload(Workload(
+    name="planted-oom",
+    build_module=lambda profile: FailsFromBatchFour(),
+    make_inputs=lambda profile, batch_size: torch.randn(batch_size, 8),
+    batch_sizes={"smoke": (2, 4, 8), "standard": (2, 4, 8)},
+))
+'''
+
+
+def test_cuda_and_mps_out_of_memory_errors_are_recognised():
+    assert is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 18.13 GB)"))
+    assert not is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+
+def test_larger_batch_sizes_of_a_sweep_that_ran_out_of_memory_are_not_tried():
+    failed = Case("mps", "fp32", "resnet18", 256, "train", "standard")
+    larger = Case("mps", "fp32", "resnet18", 512, "train", "standard")
+    other_dtype = Case("mps", "bf16", "resnet18", 512, "train", "standard")
+    memory = {sweep_key(failed): 256}
+    assert "batch size 256 ran out of memory" in sweep_skip_reason(larger, memory)
+    assert sweep_skip_reason(other_dtype, memory) is None
+    assert sweep_skip_reason(Case("mps", "fp32", "resnet18", 128, "train", "standard"), memory) is None
+
+
+def test_planted_out_of_memory_skips_the_rest_of_the_sweep_and_the_session_goes_on(pytester):
+    pytester.makeconftest(PLANTED)
+    pytester.makepyfile("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--perf-device", "cpu", "--perf-dtype", "fp32", "--perf-model", "planted-oom",
+        "--benchmark-max-time", "0.05", "-rs",
+    )
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines([
+        "SKIPPED*cpu-fp32-planted-oom-bs4-infer: out of memory at batch size 4 (MPS backend out of memory*",
+        "SKIPPED*batch size 8 not tried: batch size 4 ran out of memory on cpu*",
+    ])
+
+
+def test_cuda_out_of_memory_under_a_memory_fraction_is_a_skip(pytester):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA to force a real out-of-memory error")
+    pytester.makeconftest(
+        "import torch\n"
+        "torch.cuda.set_per_process_memory_fraction(0.002)\n"  # ~280 MB of an H200
+    )
+    pytester.makepyfile("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--perf-device", "cuda", "--perf-dtype", "fp32", "--perf-model", "resnet18",
+        "--perf-mode", "train", "--perf-batch-size", "1,1024", "--benchmark-max-time", "0.1", "-rs",
+    )
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*cuda-fp32-resnet18-bs1024-train: out of memory at batch size 1024*"])
+
+
+def test_cuda_memory_returns_to_its_level_between_cases():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from perfsuite.runner import run_case
+
+    class NoTimer:
+        stats = None
+        extra_info: dict = {}
+
+        def __call__(self, step):
+            step()
+
+    levels = []
+    for model in ("resnet18", "bert-base", "resnet18", "bert-base"):
+        run_case(NoTimer(), Case("cuda", "bf16", model, 8, "train", "smoke"), warmup_steps=1)
+        levels.append(torch.cuda.memory_allocated())
+    assert levels[2] <= levels[0] and levels[3] <= levels[1]

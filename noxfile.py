@@ -35,3 +35,18 @@ def doctor(session: nox.Session) -> None:
     """Check this machine's setup (macOS, Rosetta, torch's MPS/CUDA build); e.g. `nox -s doctor -- --device mps`."""
     install(session)
     session.run("perfsuite", "doctor", *session.posargs)
+
+
+@nox.session
+def compare(session: nox.Session) -> None:
+    """How far a result set is from another; by default your newest saved run (or this machine's baselines)
+    against baselines/cuda/. E.g. `nox -s compare -- A.json B.json`."""
+    install(session, "[plot]")
+    session.run("perfsuite", "compare", *session.posargs)
+
+
+@nox.session
+def baseline(session: nox.Session) -> None:
+    """Record this machine's baselines for the cases run; extra args go to pytest."""
+    install(session)
+    session.run("pytest", "--benchmark-only", "--perf-update-baseline", *session.posargs)

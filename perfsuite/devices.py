@@ -182,6 +182,9 @@ def machine_fingerprint() -> dict[str, object]:
         fingerprint["accelerator_name"] = torch.cuda.get_device_name()
         fingerprint["accelerator_count"] = torch.cuda.device_count()
         fingerprint["cuda_driver_version"] = _nvidia_driver_version()
+        # "fp32" convolutions run in TF32 on Ampere and later unless this is False (torch's default: True).
+        fingerprint["cudnn_allow_tf32"] = torch.backends.cudnn.allow_tf32
+        fingerprint["cuda_matmul_allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
     elif availability("mps").available:
         fingerprint["accelerator_name"] = _sysctl("machdep.cpu.brand_string")  # e.g. "Apple M2 Max"
     return fingerprint

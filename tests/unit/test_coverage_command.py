@@ -1,0 +1,97 @@
+"""`perfsuite coverage` / `python -m perfsuite.coverage`: options, exit status and formats."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import perfsuite.workloads as workloads_module
+from perfsuite import Workload
+from perfsuite.coverage.command import main, selected_models
+
+
+class EmbeddingWithMaxNorm(torch.nn.Module):
+    """nn.Embedding(max_norm=...) renormalises with aten::embedding_renorm_, which MPS sends to the CPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(50, 8, max_norm=1.0)
+
+    def forward(self, token_ids):
+        return self.embedding(token_ids).mean(dim=1)
+
+
+PLANTED = Workload(
+    name="planted-fallback", build_module=lambda profile: EmbeddingWithMaxNorm(), batch_sizes={"smoke": (2,)},
+    make_inputs=lambda profile, batch_size: torch.randint(0, 50, (batch_size, 5)),
+    make_target=lambda profile, batch_size: torch.randn(batch_size, 8),
+    loss=lambda output, target: F.mse_loss(output, target),
+)
+
+
+@pytest.fixture
+def planted_registry(monkeypatch):
+    registry = dict(workloads_module.registered_workloads())
+    registry[PLANTED.name] = PLANTED
+    monkeypatch.setattr(workloads_module, "_REGISTRY", registry)
+
+
+def test_all_selects_every_registered_model_in_order():
+    assert selected_models(["all"], ["a", "b"]) == ["a", "b"]
+
+
+def test_models_may_be_repeated_or_comma_separated():
+    assert selected_models(["b,a", "b"], ["a", "b"]) == ["b", "a"]
+
+
+def test_an_unknown_model_is_named_with_the_valid_ones():
+    with pytest.raises(ValueError, match="unknown model\\(s\\) nope; registered: a, b"):
+        selected_models(["nope"], ["a", "b"])
+
+
+def test_an_unknown_model_exits_2(capsys):
+    assert main(["--model", "no-such-model"]) == 2
+    assert "unknown model(s) no-such-model" in capsys.readouterr().err
+
+
+def test_a_missing_allowlist_file_exits_2(capsys, tmp_path):
+    assert main(["--model", "resnet18", "--allowlist", str(tmp_path / "none.json")]) == 2
+
+
+def test_a_model_without_fallback_exits_0_and_reports_every_op_as_json(capsys):
+    assert main(["--model", "resnet18", "--mode", "infer", "--format", "json"]) == 0
+    model = json.loads(capsys.readouterr().out)["models"][0]
+    assert (model["model"], model["unexpected_fallbacks"]) == ("resnet18", [])
+    assert {"op": "aten::max_pool2d", "verdict": "native MPS kernel"}.items() <= next(
+        op for op in model["ops"] if op["op"] == "aten::max_pool2d").items()
+
+
+@pytest.mark.usefixtures("planted_registry")
+def test_a_planted_fallback_exits_1_and_is_named_with_its_phase_and_calls(capsys):
+    assert main(["--model", "planted-fallback"]) == 1
+    out = capsys.readouterr().out
+    assert "aten::embedding_renorm_" in out and "infer/forward 1, train/forward 1" in out
+    assert "1 CPU fallback(s) not in the allowlist: aten::embedding_renorm_" in out
+
+
+@pytest.mark.usefixtures("planted_registry")
+def test_an_allowlisted_fallback_exits_0(capsys, tmp_path):
+    allow = tmp_path / "allow.json"
+    allow.write_text(json.dumps({"schema_version": 1, "allowed_fallbacks": [
+        {"op": "aten::embedding_renorm_", "models": ["planted-fallback"], "reason": "tiny, once per step"}]}))
+    assert main(["--model", "planted-fallback", "--allowlist", str(allow)]) == 0
+
+
+@pytest.mark.usefixtures("planted_registry")
+def test_markdown_shows_the_suggestion_of_a_known_fallback(capsys):
+    main(["--model", "planted-fallback", "--format", "md"])
+    assert "suggestion: comes from nn.Embedding(max_norm=...)" in capsys.readouterr().out
+
+
+def test_python_dash_m_runs_the_command():
+    done = subprocess.run([sys.executable, "-m", "perfsuite.coverage", "--model", "sd15-text-encoder", "--mode",
+                           "infer"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "sd15-text-encoder (smoke profile, batch 1)" in done.stdout

@@ -1,0 +1,69 @@
+"""The facts file: what the yaml does not show, each fact for a range of torch releases."""
+
+import pytest
+
+from perfsuite.coverage.facts import (
+    FactsError,
+    coverage_note,
+    facts_for_torch,
+    holds_for,
+    load_mps_facts,
+    parse_mps_facts,
+)
+
+
+def minimal(**lists):
+    return {"schema_version": 1, "checked_torch_versions": ["2.4.0", "2.13.0"], **lists}
+
+
+@pytest.mark.parametrize("version, expected", [("2.7.1", True), ("2.8.0", False), ("2.4.0+cpu", True)])
+def test_a_fact_holds_inside_its_range_only(version, expected):
+    assert holds_for(">=2.4,<2.8", version) is expected
+
+
+def test_a_development_build_counts_as_its_release():
+    assert holds_for(">=2.14", "2.14.0.dev20260101+cpu")
+
+
+def test_filtering_keeps_the_fallbacks_of_that_release():
+    facts = parse_mps_facts(minimal(always_cpu_fallback=[
+        {"op": "col2im", "torch_versions": ">=2.4,<2.8", "source": "MPSFallback.mm"},
+        {"op": "linalg_svd", "torch_versions": ">=2.4", "source": "MPSFallback.mm"},
+    ]))
+    assert [f.op for f in facts_for_torch(facts, "2.13.0").always_cpu_fallback] == ["linalg_svd"]
+
+
+def test_an_entry_without_a_source_is_rejected_with_its_name():
+    with pytest.raises(FactsError, match=r"always_cpu_fallback\[0\] \(col2im\) lacks source"):
+        parse_mps_facts(minimal(always_cpu_fallback=[{"op": "col2im", "torch_versions": ">=2.4"}]))
+
+
+def test_a_bad_version_range_is_rejected_with_an_example():
+    with pytest.raises(FactsError, match="'>=2.4,<2.8'"):
+        parse_mps_facts(minimal(always_cpu_fallback=[{"op": "x", "torch_versions": "2.4+", "source": "s"}]))
+
+
+def test_a_version_outside_the_checked_releases_gets_a_note():
+    facts = parse_mps_facts(minimal())
+    assert "outside the releases whose MPS facts were checked (2.4.0 to 2.13.0)" in coverage_note(facts, "2.15.0")
+
+
+def test_a_checked_version_gets_no_note():
+    assert coverage_note(parse_mps_facts(minimal()), "2.9.0") is None
+
+
+def test_the_shipped_facts_file_is_valid_and_cites_a_source_for_every_entry():
+    facts = load_mps_facts()
+    entries = facts.always_cpu_fallback + facts.python_mps_kernels + facts.mps_choice_inside_composite
+    assert entries and all(entry.source for entry in entries)
+
+
+def test_torch_2_13_keeps_three_always_fallback_ops():
+    # Read from the MPSFallback.mm registrations of the torch 2.13.0 macOS wheel.
+    ops = {f.op for f in facts_for_torch(load_mps_facts(), "2.13.0").always_cpu_fallback}
+    assert ops == {"embedding_renorm_", "linalg_svd", "linalg_svd.U"}
+
+
+def test_torch_2_7_still_falls_back_for_col2im_and_3d_nearest_upsampling():
+    ops = {f.op for f in facts_for_torch(load_mps_facts(), "2.7.1").always_cpu_fallback}
+    assert {"col2im", "upsample_nearest3d.vec"} <= ops and "im2col" not in ops

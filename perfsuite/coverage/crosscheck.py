@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from perfsuite.coverage.support import OpSupport
 
 FORWARD_LIST = "UNIMPLEMENTED_XFAILLIST"
 GRAD_LIST = "XFAILLIST_GRAD"
@@ -105,7 +108,13 @@ def common_mps_path() -> Path:
     return Path(torch.__file__).parent / "testing" / "_internal" / "common_mps.py"
 
 
-def compare(entry: ListEntry, opinfos: dict, lookup, descend_key, samples: int = 50) -> Comparison:
+def compare(
+    entry: ListEntry,
+    opinfos: dict,
+    lookup: Callable[[str], OpSupport],
+    descend_key: Callable[[str], str | None],
+    samples: int = 50,
+) -> Comparison:
     """Run up to `samples` sample inputs of the entry's OpInfo (float32 where it has that dtype) on the CPU
     under the tracer, backward too for the grad list, and compare the worst verdict with the claim."""
     import torch
@@ -143,7 +152,7 @@ def compare(entry: ListEntry, opinfos: dict, lookup, descend_key, samples: int =
     return Comparison(entry, worst.value, fallbacks, worst is Verdict.FALLBACK)
 
 
-def _tensors(value) -> list:
+def _tensors(value: object) -> list:
     import torch
 
     if isinstance(value, torch.Tensor):

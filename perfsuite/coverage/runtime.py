@@ -165,6 +165,7 @@ def probe_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"
     env["PYTORCH_MPS_LOG_PROFILE_INFO"] = str(CPU_FALLBACK_INFO)
+    # perfsuite must be importable in the child when it runs from a checkout rather than an install.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH", "")]))
     return env
 

@@ -177,7 +177,6 @@ class MpsSupportTable:
     def __init__(self, kernels: Mapping[str, OpKernels], facts: MpsFacts, torch_version: str):
         self.kernels = kernels
         self.torch_version = torch_version
-        self.all_facts = facts
         self.facts = facts_for_torch(facts, torch_version)
         self.note = coverage_note(facts, torch_version)
         self._answers: dict[str, OpSupport] = {}

@@ -18,7 +18,6 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -114,19 +113,6 @@ def mps_like_choices() -> Iterator[None]:
             yield
 
 
-def to_device(value: Any, device: str) -> Any:
-    """Move a tensor, or the tensors of a dict, to `device`."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, dict):
-        return {key: to_device(item, device) for key, item in value.items()}
-    return value
-
-
-def _call(module: torch.nn.Module, inputs: Any) -> Any:
-    return module(**inputs) if isinstance(inputs, dict) else module(inputs)
-
-
 def default_batch_size(workload: Workload, profile: str) -> int:
     """The first batch size of `profile` (1 when the workload declares none)."""
     sizes = workload.batch_sizes_for(profile)
@@ -147,6 +133,7 @@ def run_phases(
     `enter_phase(label)` wraps each phase ('infer/forward', 'train/forward', 'train/backward',
     'train/optimizer'); building the module and the inputs happens outside every phase.
     """
+    from perfsuite.steps import call_module, to_device
     from perfsuite.workloads.random_weights import materialize_random_weights
 
     module = materialize_random_weights(workload.build_module(profile), device)
@@ -154,7 +141,7 @@ def run_phases(
     if "infer" in modes:
         module.eval()
         with enter_phase("infer/forward"), torch.inference_mode():
-            _call(module, inputs)
+            call_module(module, inputs)
     if "train" in modes:
         if workload.loss is None or workload.make_target is None:
             raise ValueError(f"{workload.name} has no loss, so it has no train mode")
@@ -162,7 +149,7 @@ def run_phases(
         target = to_device(workload.make_target(profile, batch_size), device)
         optimizer = workload.make_optimizer(list(module.parameters()))
         with enter_phase("train/forward"):
-            loss = workload.loss(_call(module, inputs), target)
+            loss = workload.loss(call_module(module, inputs), target)
         with enter_phase("train/backward"):
             loss.backward()
         with enter_phase("train/optimizer"):

@@ -161,11 +161,10 @@ def trace_workload(
     profile: str = "smoke",
     modes: tuple[str, ...] | None = None,
     descend_key: Callable[[str], str | None] | None = None,
-    batch_size: int | None = None,
 ) -> WorkloadTrace:
     """Trace `workload` on the CPU in each of its modes (all by default), with MPS's choices."""
     chosen = tuple(m for m in (modes or workload.modes) if m in workload.modes)
-    size = batch_size or default_batch_size(workload, profile)
+    size = default_batch_size(workload, profile)
     recorder = OpRecorder(descend_key)
 
     @contextlib.contextmanager

@@ -50,3 +50,10 @@ def baseline(session: nox.Session) -> None:
     """Record this machine's baselines for the cases run; extra args go to pytest."""
     install(session)
     session.run("pytest", "--benchmark-only", "--perf-update-baseline", *session.posargs)
+
+
+@nox.session
+def coverage(session: nox.Session) -> None:
+    """Ops of every workload that would fall back to the CPU on MPS; e.g. `nox -s coverage -- --format md`."""
+    install(session)
+    session.run("perfsuite", "coverage", *session.posargs)

@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     list_parser.set_defaults(run=list_cases)
     _add_command(commands, "doctor", "check this machine's setup for a device; each problem with its fix",
                  "perfsuite.doctor")
+    _add_command(commands, "coverage", "ops of each model that would fall back to the CPU on MPS",
+                 "perfsuite.coverage.command")
     _add_command(commands, "compare", "compare two result sets case by case: time ratio, memory, one-sided rows",
                  "perfsuite.compare_command")
     return parser

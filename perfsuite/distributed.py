@@ -336,7 +336,8 @@ class DdpTraining:
             torch.cuda.set_device(0)
         module, inputs, target = _build_module_and_data(self.case, workload, rank=0)
         self.parameter_count = sum(p.numel() for p in module.parameters())
-        self.config_digest = config_digest(workload.name, module, inputs)
+        # The process count is part of the configuration: a baseline of 8 GPUs is not one of 4.
+        self.config_digest = config_digest(f"{workload.name} ddp x{self.processes}", module, inputs)
         self._wait_for_workers_ready(timeout_s)
         with _nccl_timeout_spares_this_process(self.backend):
             dist.init_process_group(

@@ -213,6 +213,15 @@ class TestARunningCase:
         assert (facts["processes"], facts["backend"], facts["global_batch_size"]) == (2, backend_for(DEVICE), 16)
 
 
+def test_config_digest_tells_process_counts_apart():
+    digests = []
+    for processes in (1, 2):
+        training = DdpTraining.start(_case(SMALL_MLP), SMALL_MLP, processes)
+        digests.append(training.config_digest)
+        training.close()
+    assert digests[0] != digests[1]
+
+
 def test_close_leaves_no_worker_processes_and_no_process_group():
     training = DdpTraining.start(_case(SMALL_MLP), SMALL_MLP, 2)
     training.step()

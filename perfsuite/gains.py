@@ -1,0 +1,548 @@
+"""What the source article's advice gains, measured: one run's results set side by side with their partners.
+
+Four tables from one pytest-benchmark JSON (`--benchmark-json`):
+
+1. precision: bf16 / fp16 (autocast) samples/s over fp32, per device, model, mode, batch size and profile,
+   beside the article's claim (section 2.2) that bf16 makes training 30% faster on an M2 Pro;
+2. checkpoint: `train-checkpoint` against `train`: memory saved and time paid, where both record the
+   same memory figure;
+3. channels-last: `train-channels-last` / `infer-channels-last` samples/s over `train` / `infer`;
+4. dataloader: samples/s per storage, pin_memory and num_workers, and the best num_workers, beside the
+   article's advice of 2-4 workers on a Mac (section 4.2).
+
+A variant whose partner did not run (or ran with another model config: `config_digest` differs) is listed
+with a note, and so is a partner without its variant where the variant ran at another batch size; the
+legend counts the partner rows with no variant at all, which are not shown.
+
+Everything here is pure: a parsed JSON document in, frames and text out; times in seconds, memory in bytes
+and gains as ratios inside the code, percent only on display.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from perfsuite.compare import CASE_COLUMNS, KEY_FIELDS, CompareError, result_set_from_document
+from perfsuite.report import markdown_table
+from perfsuite.results import format_bytes, format_seconds
+
+TABLES = ("precision", "checkpoint", "channels-last", "dataloader")
+FORMATS = ("text", "md", "csv")
+
+ARTICLE_BF16_TRAINING_SPEEDUP = 1.30
+ARTICLE_BF16_CLAIM = (
+    "article, section 2.2: bf16 makes training 30% faster on an M2 Pro (it names no model, batch size or torch "
+    "version; like for like only on mps)"
+)
+ARTICLE_WORKERS_ADVICE = "article, section 4.2: num_workers 2-4 on a Mac (more fragments memory); mmap for large data"
+ARTICLE_WORKERS_RANGE = (2, 4)
+
+PRECISION_KEY = ["device", "model", "mode", "batch_size", "profile"]
+CHECKPOINT_KEY = ["device", "dtype", "model", "batch_size", "profile"]
+CHANNELS_LAST_KEY = ["device", "dtype", "model", "plain_mode", "batch_size", "profile"]
+LOADER_GROUP = ["device", "profile", "storage", "pin_memory"]
+
+PRECISION_COLUMNS = (
+    *PRECISION_KEY, "dtype", "fp32_samples_per_s", "samples_per_s", "speedup", "article_speedup", "note",
+)
+CHECKPOINT_COLUMNS = (
+    *CHECKPOINT_KEY, "memory_figure", "train_memory_bytes", "checkpoint_memory_bytes", "memory_saved_bytes",
+    "memory_saved_fraction", "train_samples_per_s", "checkpoint_samples_per_s", "time_paid_fraction", "note",
+)
+CHANNELS_LAST_COLUMNS = (
+    "device", "dtype", "model", "mode", "batch_size", "profile", "plain_samples_per_s",
+    "channels_last_samples_per_s", "speedup", "note",
+)
+LOADER_COLUMNS = (
+    *LOADER_GROUP, "num_workers", "batch_size", "sample_shape", "samples_per_s", "startup_s",
+    "speedup_over_0_workers", "benchmark_id",
+)
+BEST_WORKERS_COLUMNS = (*LOADER_GROUP, "best_num_workers", "samples_per_s", "speedup_over_0_workers",
+                        "worker_counts", "within_article_advice")
+
+_WHAT_TO_PASS = (
+    "pass the JSON a perfsuite benchmark run writes with --benchmark-json (or a file pytest-benchmark saved "
+    "under .benchmarks/ with --benchmark-save / --benchmark-autosave)"
+)
+
+
+class GainsError(Exception):
+    """Results that cannot be read; the message says what was wrong, where, and what to do."""
+
+
+@dataclass(frozen=True, eq=False)
+class Results:
+    """One run's rows: `models` has compare's case columns (`perfsuite.compare.CASE_COLUMNS`), `loaders` one
+    row per DataLoader case; `ignored` names benchmarks without perfsuite facts."""
+
+    models: pd.DataFrame
+    loaders: pd.DataFrame
+    ignored: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Gains:
+    """The four tables (columns `*_COLUMNS`, code units) and what they leave out, by table name."""
+
+    precision: pd.DataFrame
+    checkpoint: pd.DataFrame
+    channels_last: pd.DataFrame
+    dataloader: pd.DataFrame
+    best_workers: pd.DataFrame
+    left_out: Mapping[str, str]
+    ignored: tuple[str, ...] = ()
+
+
+# --- reading ------------------------------------------------------------------------------------------
+
+
+def results_from_document(document: object, source: str) -> Results:
+    """The model and DataLoader rows of a parsed pytest-benchmark JSON document; `source` names it in messages.
+
+    Raises GainsError when the document is not pytest-benchmark's, holds no benchmarks, or none of them
+    carries perfsuite's facts in extra_info.
+    """
+    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
+        found = f"a JSON object with keys {', '.join(sorted(document)[:6])}" if isinstance(document, dict) else (
+            f"a JSON {type(document).__name__}"
+        )
+        raise GainsError(f"{source}: not a pytest-benchmark file: found {found}, no 'benchmarks' list; {_WHAT_TO_PASS}")
+    benchmarks = document["benchmarks"]
+    if not benchmarks:
+        raise GainsError(f"{source}: the run holds no benchmarks (all skipped or deselected?); re-run the benchmarks")
+    model_benchmarks, loader_records, ignored = [], [], []
+    for benchmark in benchmarks:
+        if not isinstance(benchmark, dict):
+            raise GainsError(f"{source}: 'benchmarks' must be a list of objects; {_WHAT_TO_PASS}")
+        benchmark_id = str(benchmark.get("param") or benchmark.get("name") or "?")
+        facts = benchmark.get("extra_info") if isinstance(benchmark.get("extra_info"), dict) else {}
+        if facts.get("kind") == "dataloader":
+            loader_records.append(_loader_record(facts, benchmark_id, f"{source}, benchmark {benchmark_id}"))
+        elif all(f in facts for f in ("device", *KEY_FIELDS)):
+            model_benchmarks.append(benchmark)
+        else:
+            ignored.append(benchmark_id)
+    if not model_benchmarks and not loader_records:
+        raise GainsError(
+            f"{source}: none of its {len(benchmarks)} benchmark(s) carries perfsuite's facts in extra_info "
+            f"(e.g. {ignored[0]}), so it was not written by a perfsuite run; run perfsuite's benchmarks with "
+            "--benchmark-json and pass that file"
+        )
+    try:
+        models = (
+            result_set_from_document({"benchmarks": model_benchmarks}, source).cases
+            if model_benchmarks else pd.DataFrame(columns=list(CASE_COLUMNS))
+        )
+    except CompareError as error:
+        raise GainsError(str(error)) from None
+    loaders = pd.DataFrame(loader_records, columns=list(_LOADER_FIELDS))
+    return Results(models, loaders, tuple(ignored))
+
+
+_LOADER_FIELDS = ("benchmark_id", "device", "profile", "storage", "pin_memory", "num_workers", "batch_size",
+                  "sample_shape", "samples_per_s", "startup_s")
+
+
+def _loader_record(facts: Mapping[str, Any], benchmark_id: str, where: str) -> dict[str, Any]:
+    record: dict[str, Any] = {"benchmark_id": benchmark_id}
+    for field in ("device", "profile", "storage"):
+        if not isinstance(facts.get(field), str) or not facts[field]:
+            raise GainsError(f"{where}: extra_info {field!r} must be a non-empty string, got {facts.get(field)!r}")
+        record[field] = facts[field]
+    if not isinstance(facts.get("pin_memory"), bool):
+        raise GainsError(f"{where}: extra_info 'pin_memory' must be true or false, got {facts.get('pin_memory')!r}")
+    record["pin_memory"] = facts["pin_memory"]
+    for field, least in (("num_workers", 0), ("batch_size", 1)):
+        value = facts.get(field)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise GainsError(f"{where}: extra_info {field!r} must be an integer >= {least}, got {value!r}")
+        record[field] = value
+    shape = facts.get("sample_shape")
+    record["sample_shape"] = "x".join(map(str, shape)) if isinstance(shape, list) else None
+    record["samples_per_s"] = _positive_number(facts.get("samples_per_s"))
+    record["startup_s"] = _positive_number(facts.get("startup_s"))
+    return record
+
+
+def _positive_number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+# --- the tables ---------------------------------------------------------------------------------------
+
+
+def precision_gains(models: pd.DataFrame) -> pd.DataFrame:
+    """bf16 and fp16 rows against the fp32 row of the same device, model, mode, batch size and profile.
+
+    `speedup` = samples/s at the dtype / samples/s at fp32; `article_speedup` is the article's 1.30 on bf16
+    training rows. Columns `PRECISION_COLUMNS`; empty when no bf16 or fp16 row exists.
+    """
+    pairs = _pair(*_precision_sides(models), PRECISION_KEY, "bf16 or fp16", "fp32")
+    if pairs.empty:
+        return _empty(PRECISION_COLUMNS)
+    trains_bf16 = (pairs["dtype"] == "bf16") & pairs["mode"].str.startswith("train")
+    table = pairs[PRECISION_KEY].copy()
+    table["dtype"] = pairs["dtype"]
+    table["fp32_samples_per_s"] = pairs["samples_per_s_base"]
+    table["samples_per_s"] = pairs["samples_per_s"]
+    table["speedup"] = _ratio(pairs["samples_per_s"], pairs["samples_per_s_base"], pairs["comparable"])
+    table["article_speedup"] = trains_bf16.map({True: ARTICLE_BF16_TRAINING_SPEEDUP, False: None})
+    table["note"] = pairs["note"]
+    return _sorted(table, [*PRECISION_KEY, "dtype"])
+
+
+def checkpoint_gains(models: pd.DataFrame) -> pd.DataFrame:
+    """`train-checkpoint` rows against the `train` row of the same device, dtype, model, batch size and profile.
+
+    `memory_saved_bytes` = train's memory figure - train-checkpoint's, `memory_saved_fraction` that over
+    train's, both only where the two record the same memory figure; `time_paid_fraction` = extra time per
+    sample with checkpointing (train samples/s / train-checkpoint samples/s - 1). Columns
+    `CHECKPOINT_COLUMNS`; empty when no train-checkpoint row exists.
+    """
+    pairs = _pair(*_checkpoint_sides(models), CHECKPOINT_KEY, "train-checkpoint", "train")
+    if pairs.empty:
+        return _empty(CHECKPOINT_COLUMNS)
+    same_figure = pairs["memory_figure"].eq(pairs["memory_figure_base"])
+    both_bytes = pairs["memory_bytes"].notna() & pairs["memory_bytes_base"].notna()
+    memory_known = pairs["comparable"] & same_figure & both_bytes
+    differs = pairs["comparable"] & pairs["memory_figure"].notna() & pairs["memory_figure_base"].notna() & ~same_figure
+    pairs.loc[differs, "note"] = (
+        "memory figures differ (" + pairs["memory_figure_base"] + " vs " + pairs["memory_figure"]
+        + "): memory not compared"
+    )
+    saved = (pairs["memory_bytes_base"] - pairs["memory_bytes"]).where(memory_known)
+    table = pairs[CHECKPOINT_KEY].copy()
+    table["memory_figure"] = pairs["memory_figure"].where(pairs["memory_figure"].notna(), pairs["memory_figure_base"])
+    table["train_memory_bytes"] = pairs["memory_bytes_base"]
+    table["checkpoint_memory_bytes"] = pairs["memory_bytes"]
+    table["memory_saved_bytes"] = saved.astype("Int64")
+    table["memory_saved_fraction"] = (saved / pairs["memory_bytes_base"]).where(memory_known).astype(float)
+    table["train_samples_per_s"] = pairs["samples_per_s_base"]
+    table["checkpoint_samples_per_s"] = pairs["samples_per_s"]
+    table["time_paid_fraction"] = _ratio(pairs["samples_per_s_base"], pairs["samples_per_s"], pairs["comparable"]) - 1
+    table["note"] = pairs["note"]
+    return _sorted(table, CHECKPOINT_KEY)
+
+
+def channels_last_gains(models: pd.DataFrame) -> pd.DataFrame:
+    """`*-channels-last` rows against their plain mode (`train`, `infer`) of the same device, dtype, model,
+    batch size and profile; `speedup` = channels_last samples/s / plain samples/s. Columns
+    `CHANNELS_LAST_COLUMNS`; empty when no channels-last row exists."""
+    pairs = _pair(*_channels_last_sides(models), CHANNELS_LAST_KEY, "channels-last", "plain")
+    if pairs.empty:
+        return _empty(CHANNELS_LAST_COLUMNS)
+    table = pairs[CHANNELS_LAST_KEY].rename(columns={"plain_mode": "mode"})
+    table["plain_samples_per_s"] = pairs["samples_per_s_base"]
+    table["channels_last_samples_per_s"] = pairs["samples_per_s"]
+    table["speedup"] = _ratio(pairs["samples_per_s"], pairs["samples_per_s_base"], pairs["comparable"])
+    table["note"] = pairs["note"]
+    return _sorted(table, ["device", "dtype", "model", "mode", "batch_size", "profile"])[list(CHANNELS_LAST_COLUMNS)]
+
+
+def loader_throughput(loaders: pd.DataFrame) -> pd.DataFrame:
+    """Every DataLoader row with `speedup_over_0_workers`: its samples/s over the num_workers=0 row of the
+    same device, profile, storage and pin_memory (None where that row is absent). Columns `LOADER_COLUMNS`."""
+    if loaders.empty:
+        return _empty(LOADER_COLUMNS)
+    _check_unique(loaders, [*LOADER_GROUP, "num_workers"], "DataLoader case")
+    in_process = loaders[loaders["num_workers"] == 0][[*LOADER_GROUP, "samples_per_s"]]
+    table = loaders.merge(in_process, on=LOADER_GROUP, how="left", suffixes=("", "_0_workers"))
+    table["speedup_over_0_workers"] = table["samples_per_s"] / table["samples_per_s_0_workers"]
+    return _sorted(table[list(LOADER_COLUMNS)], [*LOADER_GROUP, "num_workers"])
+
+
+def best_worker_counts(throughput: pd.DataFrame) -> pd.DataFrame:
+    """Per device, profile, storage and pin_memory: the num_workers with the most samples/s, the worker
+    counts tried, and whether the best lies in the article's 2-4. Columns `BEST_WORKERS_COLUMNS`."""
+    timed = throughput[throughput["samples_per_s"].notna()]
+    if timed.empty:
+        return _empty(BEST_WORKERS_COLUMNS)
+    best = timed.loc[timed.groupby(LOADER_GROUP, sort=True)["samples_per_s"].idxmax()]
+    tried = timed.groupby(LOADER_GROUP)["num_workers"].agg(lambda w: ",".join(map(str, sorted(w)))).rename(
+        "worker_counts"
+    )
+    table = best.merge(tried.reset_index(), on=LOADER_GROUP).rename(columns={"num_workers": "best_num_workers"})
+    low, high = ARTICLE_WORKERS_RANGE
+    table["within_article_advice"] = table["best_num_workers"].between(low, high)
+    return table[list(BEST_WORKERS_COLUMNS)].reset_index(drop=True)
+
+
+def gains(results: Results) -> Gains:
+    """All four tables of `results`, and a line per table on the rows it leaves out."""
+    models = results.models
+    throughput = loader_throughput(results.loaders)
+    left_out = {
+        "precision": _left_out(*_precision_sides(models), PRECISION_KEY, "fp32", "bf16 or fp16"),
+        "checkpoint": _left_out(*_checkpoint_sides(models), CHECKPOINT_KEY, "train", "train-checkpoint"),
+        "channels-last": _left_out(*_channels_last_sides(models), CHANNELS_LAST_KEY, "train/infer", "channels-last"),
+    }
+    return Gains(precision_gains(models), checkpoint_gains(models), channels_last_gains(models), throughput,
+                 best_worker_counts(throughput), {k: v for k, v in left_out.items() if v}, results.ignored)
+
+
+# Each table's two sides: the variant rows, and the rows they are measured against.
+
+
+def _precision_sides(models: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return models[models["dtype"].isin(["bf16", "fp16"])], models[models["dtype"] == "fp32"]
+
+
+def _checkpoint_sides(models: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return models[models["mode"] == "train-checkpoint"], models[models["mode"] == "train"]
+
+
+def _channels_last_sides(models: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    suffix = "-channels-last"
+    variants = models[models["mode"].str.endswith(suffix)]
+    bases = models[models["mode"].isin(["train", "infer"])]
+    return variants.assign(plain_mode=variants["mode"].str[: -len(suffix)]), bases.assign(plain_mode=bases["mode"])
+
+
+def _in_play(variants: pd.DataFrame, bases: pd.DataFrame, key: list[str]) -> pd.Series:
+    """Which base rows have a variant at some batch size: those are listed even when unpaired, since a
+    variant that ran at other batch sizes (e.g. past an out-of-memory limit) says the pairing was meant."""
+    group = [k for k in key if k != "batch_size"]
+    wanted = set(variants[group].itertuples(index=False, name=None))
+    return pd.Series([row in wanted for row in bases[group].itertuples(index=False, name=None)],
+                     index=bases.index, dtype=bool)
+
+
+def _pair(variants: pd.DataFrame, bases: pd.DataFrame, key: list[str], variant: str, base: str) -> pd.DataFrame:
+    """Variant rows joined to their base row on `key`, unpaired rows of either side kept; the base's columns
+    end in `_base`. Adds `comparable` (both sides, one config, samples/s known) and `note` (why not)."""
+    if variants.empty:
+        return pd.DataFrame()
+    bases = bases[_in_play(variants, bases, key)]
+    _check_unique(variants, key, f"{variant} case")
+    _check_unique(bases, key, f"{base} case")
+    pairs = variants.merge(bases, on=key, how="outer", suffixes=("", "_base"), indicator=True).reset_index(drop=True)
+    both = pairs["_merge"] == "both"
+    digests_differ = both & pairs["config_digest"].notna() & pairs["config_digest_base"].notna() & (
+        pairs["config_digest"] != pairs["config_digest_base"]
+    )
+    untimed = both & (pairs["samples_per_s"].isna() | pairs["samples_per_s_base"].isna())
+    pairs["comparable"] = both & ~digests_differ & ~untimed
+    pairs["note"] = ""
+    pairs.loc[pairs["_merge"] == "left_only", "note"] = f"no {base} run to compare with"
+    pairs.loc[pairs["_merge"] == "right_only", "note"] = f"no {variant} run to compare with"
+    pairs.loc[untimed, "note"] = "no samples/s recorded (run without --benchmark-disable)"
+    pairs.loc[digests_differ, "note"] = (
+        "model configs differ (config_digest " + pairs["config_digest_base"].astype(str) + " vs "
+        + pairs["config_digest"].astype(str) + "): not compared"
+    )
+    return pairs
+
+
+def _check_unique(rows: pd.DataFrame, key: list[str], what: str) -> None:
+    repeated = rows[rows.duplicated(key, keep=False)]
+    if not repeated.empty:
+        first = repeated.iloc[0]
+        same = repeated[(repeated[key] == first[key]).all(axis=1)]["benchmark_id"]
+        raise GainsError(
+            f"one {what} appears more than once ({', '.join(same)}), so its partner is ambiguous; "
+            "pass the JSON of a single run, or of runs that measured each case once"
+        )
+
+
+def _left_out(variants: pd.DataFrame, bases: pd.DataFrame, key: list[str], base: str, variant: str) -> str:
+    """The line that counts the base rows not shown: those with no variant at any batch size."""
+    if variants.empty:
+        return ""
+    alone = bases[~_in_play(variants, bases, key)]
+    if alone.empty:
+        return ""
+    names = ", ".join(sorted(set(alone["model"])))
+    return f"{len(alone)} {base} row(s) with no {variant} run at any batch size are not shown ({names})"
+
+
+def _ratio(numerator: pd.Series, denominator: pd.Series, comparable: pd.Series) -> pd.Series:
+    return (numerator.astype(float) / denominator.astype(float)).where(comparable)
+
+
+def _sorted(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    return table.sort_values(by, kind="stable", na_position="last").reset_index(drop=True)
+
+
+def _empty(columns: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame(columns=list(columns))
+
+
+# --- rendering ----------------------------------------------------------------------------------------
+
+ABSENT = "-"
+_TITLES = {
+    "precision": "Mixed precision: samples/s at bf16 / fp16 (autocast) over fp32",
+    "checkpoint": "Gradient checkpointing: train-checkpoint against train",
+    "channels-last": "channels_last memory format against the default",
+    "dataloader": "DataLoader: samples/s per storage, pin_memory and num_workers",
+    "best-workers": "DataLoader: the best num_workers",
+}
+_HOW_TO_GET = {
+    "precision": "no bf16 or fp16 results: run with --perf-dtype fp32,bf16 (or fp16)",
+    "checkpoint": "no train-checkpoint results: run with --perf-mode train,train-checkpoint",
+    "channels-last": "no channels-last results: run with --perf-mode train,train-channels-last,infer,"
+    "infer-channels-last",
+    "dataloader": "no DataLoader results: run tests/benchmarks/test_dataloader.py with --benchmark-only",
+}
+
+
+def display_tables(result: Gains) -> dict[str, pd.DataFrame]:
+    """Each non-empty table as text cells for people: samples/s to three figures, ratios as `1.30x`,
+    fractions as percent, memory in binary units; keyed by table name (`best-workers` after `dataloader`)."""
+    shown = {}
+    if not result.precision.empty:
+        p = result.precision
+        shown["precision"] = _cells(p[PRECISION_KEY + ["dtype"]]).assign(**{
+            "fp32 samples/s": p["fp32_samples_per_s"].map(_figure),
+            "samples/s": p["samples_per_s"].map(_figure),
+            "speed-up": p["speedup"].map(_speedup),
+            "article": p["article_speedup"].map(lambda r: f"{_speedup(r)} (M2 Pro)" if _known(r) else ""),
+            "note": p["note"],
+        })
+    if not result.checkpoint.empty:
+        c = result.checkpoint
+        shown["checkpoint"] = _cells(c[CHECKPOINT_KEY + ["memory_figure"]]).assign(**{
+            "train memory": c["train_memory_bytes"].map(_bytes),
+            "checkpoint memory": c["checkpoint_memory_bytes"].map(_bytes),
+            "memory saved": [
+                f"{_bytes(b)} ({_percent(f)})" if _known(b) else ABSENT
+                for b, f in zip(c["memory_saved_bytes"], c["memory_saved_fraction"], strict=True)
+            ],
+            "time paid": c["time_paid_fraction"].map(_percent),
+            "note": c["note"],
+        })
+    if not result.channels_last.empty:
+        cl = result.channels_last
+        shown["channels-last"] = _cells(cl[["device", "dtype", "model", "mode", "batch_size", "profile"]]).assign(**{
+            "plain samples/s": cl["plain_samples_per_s"].map(_figure),
+            "channels_last samples/s": cl["channels_last_samples_per_s"].map(_figure),
+            "speed-up": cl["speedup"].map(_speedup),
+            "note": cl["note"],
+        })
+    if not result.dataloader.empty:
+        d = result.dataloader
+        shown["dataloader"] = _cells(d[[*LOADER_GROUP, "num_workers", "batch_size", "sample_shape"]]).assign(**{
+            "samples/s": d["samples_per_s"].map(_figure),
+            "vs 0 workers": d["speedup_over_0_workers"].map(_speedup),
+            "start-up": d["startup_s"].map(format_seconds),
+        })
+    if not result.best_workers.empty:
+        b = result.best_workers
+        shown["best-workers"] = _cells(b[[*LOADER_GROUP, "best_num_workers"]]).assign(**{
+            "samples/s": b["samples_per_s"].map(_figure),
+            "vs 0 workers": b["speedup_over_0_workers"].map(_speedup),
+            "tried": b["worker_counts"],
+            "in 2-4 (article)": b["within_article_advice"].map({True: "yes", False: "no"}),
+        })
+    for name in ("dataloader", "best-workers"):
+        if name in shown:
+            shown[name]["pin_memory"] = shown[name]["pin_memory"].map({"True": "on", "False": "off"})
+    return {name: table.rename(columns={"batch_size": "batch", "pin_memory": "pin"}) for name, table in shown.items()}
+
+
+def legend_lines(result: Gains, table: str) -> list[str]:
+    """What `table`'s columns mean, what it leaves out, and the article's word on it."""
+    lines: list[str] = []
+    if table == "precision":
+        lines.append("speed-up = samples/s at the dtype / samples/s at fp32; above 1.00x mixed precision is faster.")
+        if (result.precision["article_speedup"].notna()).any():
+            lines.append(ARTICLE_BF16_CLAIM + ".")
+    elif table == "checkpoint":
+        lines.append(
+            "memory saved = train's memory figure - train-checkpoint's (share of train's), only where both record "
+            "the same figure; time paid = extra time per sample with checkpointing."
+        )
+        figures = set(result.checkpoint["memory_figure"].dropna())
+        if "mps_driver_allocated_bytes" in figures:
+            lines.append("mps_driver_allocated_bytes is the Metal driver's allocation after the rounds, not a peak: "
+                         "a saving read from it is indicative only.")
+        if "cpu_peak_rss_bytes" in figures:
+            lines.append("cpu_peak_rss_bytes is the whole process's peak resident set (weights, libraries and all), "
+                         "so the share saved is smaller than the share of activations saved.")
+    elif table == "channels-last":
+        lines.append("speed-up = samples/s in channels_last / samples/s in the default (contiguous) format.")
+    elif table == "dataloader":
+        lines.append("vs 0 workers = samples/s over the same storage and pin_memory loaded in the main process; "
+                     "start-up = first iterator to first batch (worker start included), not in samples/s.")
+        lines.append(ARTICLE_WORKERS_ADVICE + ".")
+    if table in result.left_out:
+        lines.append(result.left_out[table] + ".")
+    return lines
+
+
+def render(result: Gains, output_format: str = "text", tables: Sequence[str] = TABLES) -> str:
+    """The tables named in `tables` as `text` (terminal), `md` (markdown) or `csv` (code units: seconds,
+    bytes, ratios; one `# table` line before each table's rows)."""
+    if output_format not in FORMATS:
+        raise ValueError(f"unknown format {output_format!r}; valid: {', '.join(FORMATS)}")
+    if output_format == "csv":
+        return "\n".join(_csv_block(result, name) for name in tables)
+    shown = display_tables(result)
+    parts = []
+    if result.ignored:
+        ignored = ", ".join(result.ignored)
+        parts += [f"ignored {len(result.ignored)} benchmark(s) without perfsuite facts: {ignored}", ""]
+    for name in tables:
+        names = [name, "best-workers"] if name == "dataloader" and "best-workers" in shown else [name]
+        for part in names:
+            parts += _section(part, shown.get(part), output_format)
+        if name in shown:
+            lines = legend_lines(result, name)
+            parts += [f"- {line}" for line in lines] if output_format == "md" else lines
+            parts.append("")
+    return "\n".join(parts)
+
+
+def _section(name: str, table: pd.DataFrame | None, output_format: str) -> list[str]:
+    """A table's title, then its table (or how to get one), then a blank line."""
+    title = f"## {_TITLES[name]}" if output_format == "md" else _TITLES[name]
+    if table is None:
+        body = _HOW_TO_GET[name]
+    elif output_format == "md":
+        body = markdown_table(list(table.columns), table.itertuples(index=False))
+    else:
+        body = table.to_string(index=False)
+    return [title, "", body, ""]
+
+
+def _csv_block(result: Gains, name: str) -> str:
+    frames = {"precision": result.precision, "checkpoint": result.checkpoint,
+              "channels-last": result.channels_last, "dataloader": result.dataloader}
+    blocks = [(name, frames[name])]
+    if name == "dataloader":
+        blocks.append(("best-workers", result.best_workers))
+    return "\n".join(f"# {title}\n" + frame.to_csv(index=False, lineterminator="\n") for title, frame in blocks)
+
+
+def _cells(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.map(lambda v: str(v) if _known(v) else ABSENT).reset_index(drop=True)
+
+
+def _known(value: Any) -> bool:
+    return value is not None and value is not pd.NA and not (isinstance(value, float) and math.isnan(value))
+
+
+def _figure(value: Any) -> str:
+    """Three significant figures; whole numbers from 100 up without an exponent."""
+    if not _known(value):
+        return ABSENT
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:#.3g}"
+
+
+def _speedup(ratio: Any) -> str:
+    return f"{ratio:.2f}x" if _known(ratio) else ABSENT
+
+
+def _percent(fraction: Any) -> str:
+    return f"{fraction:+.0%}" if _known(fraction) else ABSENT
+
+
+def _bytes(size: Any) -> str:
+    return format_bytes(int(size)) if _known(size) else ABSENT

@@ -207,6 +207,7 @@ class DdpTraining:
         self._healthy = True
         self._closed = False
         self._stopping = threading.Event()
+        self._worker_exited = threading.Event()
         self._monitor: threading.Thread | None = None
         self._threads_before: int | None = None
         flag_device = _rank_device(case.device, 0)
@@ -268,12 +269,19 @@ class DdpTraining:
         return [worker.pid for worker in self._workers]
 
     def step(self) -> torch.Tensor:
-        """One training step on every rank; returns rank 0's loss."""
-        if not self._healthy:
-            raise RuntimeError(f"{self.case.benchmark_id}: the DDP ranks stopped after an earlier failure")
+        """One training step on every rank, finished on this rank's device when it returns; returns rank 0's
+        loss."""
+        if self._closed or not self._healthy:
+            raise RuntimeError(f"{self.case.benchmark_id}: the DDP ranks are stopped (closed, or an earlier failure)")
         try:
             dist.broadcast(self._flags[_STEP], src=0)
-            return self._rank.train_step()
+            loss = self._rank.train_step()
+            # On CUDA the step is only queued; waiting here lets a failed all-reduce surface as this step's
+            # error. The runner's own synchronisation after it then costs nothing.
+            _synchronize(self.case.device)
+            if self._worker_exited.is_set():
+                raise RuntimeError("a worker process exited during the step")
+            return loss
         except Exception as error:
             self._healthy = False
             worker_error = self._worker_failure(grace_s=WORKER_FAILURE_GRACE_S)
@@ -389,6 +397,7 @@ class DdpTraining:
         # GPU until the timeout, so a dead worker aborts the communicator to free rank 0 at once.
         while not self._stopping.wait(_LIVENESS_POLL_S):
             if any(worker.poll() is not None for worker in self._workers):
+                self._worker_exited.set()
                 if self.backend == "nccl" and not self._stopping.is_set():
                     with contextlib.suppress(Exception):
                         dist.distributed_c10d._get_default_group().abort()

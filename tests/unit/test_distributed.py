@@ -222,12 +222,17 @@ def test_config_digest_tells_process_counts_apart():
     assert digests[0] != digests[1]
 
 
-def test_close_leaves_no_worker_processes_and_no_process_group():
+def test_close_leaves_this_process_as_it_found_it(monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)  # four threads to share: each rank gets two
+    set_threads = []
+    monkeypatch.setattr(torch, "set_num_threads", set_threads.append)
     training = DdpTraining.start(_case(SMALL_MLP), SMALL_MLP, 2)
     training.step()
     pids = training.worker_pids
     training.close()
-    assert ([pid for pid in pids if _alive(pid)], dist.is_initialized()) == ([], False)
+    alive = [pid for pid in pids if _alive(pid)]
+    threads_restored = [4] if DEVICE == "cpu" else []  # threads are shared out on the CPU only
+    assert (alive, dist.is_initialized(), set_threads[-1:]) == ([], False, threads_restored)
 
 
 def test_a_worker_failing_in_a_step_raises_in_rank_0_naming_rank_and_error_before_the_timeout():

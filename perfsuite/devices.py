@@ -55,6 +55,14 @@ def availability(device: str) -> Availability:
     raise ValueError(f"unknown device {device!r}; valid: {', '.join(DEVICES)}")
 
 
+def device_count(device: str) -> int:
+    """How many devices of this kind this process can use: the visible CUDA GPUs (CUDA_VISIBLE_DEVICES
+    applies), else one."""
+    if device == "cuda":
+        return torch.cuda.device_count() if availability("cuda").available else 0
+    return 1
+
+
 def device_facts() -> DeviceFacts:
     """This machine's facts for the skip decisions of the case matrix."""
     unavailable = {d: a.reason for d in DEVICES if not (a := availability(d)).available}

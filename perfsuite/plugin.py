@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from perfsuite import devices, settings, summary
+from perfsuite import devices, distributed, settings, summary
 from perfsuite.baselines import BaselineFileError
 from perfsuite.cases import Case, UsageError, build_matrix, skip_reason, sweep_key, sweep_skip_reason
 from perfsuite.gate import Gate, GateSettings, current_commit
@@ -34,6 +35,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perf-mode", help="comma-separated train,infer (default: both where the model has them)")
     group.addoption("--perf-profile", help="smoke | standard | full (default: standard)")
     group.addoption("--perf-warmup", help=f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})")
+    group.addoption("--perf-ddp-processes",
+                    help="processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu; "
+                    f"also ${distributed.PROCESSES_ENV})")
     group.addoption("--perf-update-baseline", action="store_true",
                     help="record the cases run into this machine's baseline files (others are kept)")
     group.addoption("--perf-baseline-dir", help="where baselines live (default: baselines/ beside pyproject.toml)")
@@ -51,8 +55,29 @@ def pytest_configure(config: pytest.Config) -> None:
     # Validate the options now, so a bad value is a usage error before collection starts. Workloads
     # registered in the root conftest.py (loaded before this hook) are known by now.
     case_matrix(config)
+    _set_ddp_processes(config)
     fingerprint = devices.machine_fingerprint()
     config.stash[_GATE_KEY] = Gate(_gate_settings(config), fingerprint, current_commit(config.rootpath))
+
+
+def _set_ddp_processes(config: pytest.Config) -> None:
+    # prepare_case(case, workload) has no room for it, so the count reaches perfsuite.distributed (and
+    # pytest-xdist workers, if any) through the environment.
+    given = config.getoption("--perf-ddp-processes")
+    if given is None:
+        return
+    try:
+        distributed.ddp_processes("cpu", 1, given)
+    except UsageError as error:
+        raise pytest.UsageError(str(error)) from None
+    os.environ[distributed.PROCESSES_ENV] = str(given).strip()
+
+
+def _ddp_skip_reason(case: Case) -> str | None:
+    device_count = devices.device_count(case.device)
+    configured = os.environ.get(distributed.PROCESSES_ENV)
+    processes = distributed.ddp_processes(case.device, device_count, configured)
+    return distributed.ddp_skip_reason(case.device, processes, device_count)
 
 
 def _gate_settings(config: pytest.Config) -> GateSettings:
@@ -106,6 +131,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     params = []
     for case in cases:
         reason = skip_reason(case, facts)
+        if reason is None and case.mode == "train-ddp":
+            reason = _ddp_skip_reason(case)
         marks = [pytest.mark.perf]
         if reason:
             skips[case.benchmark_id] = reason

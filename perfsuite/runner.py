@@ -85,7 +85,9 @@ def run_case(benchmark: Any, case: Case, warmup_steps: int = DEFAULT_WARMUP_STEP
     if stats is not None:  # None under --benchmark-disable, where the step ran once, untimed
         median_s = stats.stats.median
         extra_info["samples_per_s"] = prepared.samples / median_s
-        extra_info["tflops_per_s"] = flops_per_step / median_s / 1e12 if flops_per_step else None
+        # flops_per_step is one process's; a train-ddp step runs it in every process.
+        processes = prepared.samples // case.batch_size
+        extra_info["tflops_per_s"] = flops_per_step * processes / median_s / 1e12 if flops_per_step else None
     if devices.has_events(case.device):
         event_times_s = devices.time_with_events_s(prepared.run_step, case.device, EVENT_TIMED_STEPS)
         extra_info["event_median_s"] = statistics.median(event_times_s)

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import perfsuite
 from perfsuite import devices, settings
-from perfsuite.cases import UsageError, build_matrix, skip_reason
+from perfsuite.cases import UsageError, build_matrix
+from perfsuite.runner import case_skip_reason
 from perfsuite.workloads import registered_workloads
 
 
@@ -27,7 +28,7 @@ def list_cases(args: argparse.Namespace) -> int:
     options = settings.matrix_options(raw, list(workloads), devices.available_accelerators() or ["cpu"])
     facts = devices.device_facts()
     for case in build_matrix(options, workloads):
-        reason = skip_reason(case, facts)
+        reason = case_skip_reason(case, facts)
         print(case.benchmark_id if reason is None else f"{case.benchmark_id}  (skipped: {reason})")
     return 0
 

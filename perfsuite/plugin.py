@@ -11,9 +11,9 @@ import pytest
 
 from perfsuite import devices, distributed, settings, summary
 from perfsuite.baselines import BaselineFileError
-from perfsuite.cases import Case, UsageError, build_matrix, skip_reason, sweep_key, sweep_skip_reason
+from perfsuite.cases import Case, UsageError, build_matrix, sweep_key, sweep_skip_reason
 from perfsuite.gate import Gate, GateSettings, current_commit
-from perfsuite.runner import DEFAULT_WARMUP_STEPS, CaseOutOfMemory, case_result, run_case
+from perfsuite.runner import DEFAULT_WARMUP_STEPS, CaseOutOfMemory, case_result, case_skip_reason, run_case
 from perfsuite.verdicts import parse_tolerance_table
 from perfsuite.workloads import registered_workloads
 
@@ -73,13 +73,6 @@ def _set_ddp_processes(config: pytest.Config) -> None:
     os.environ[distributed.PROCESSES_ENV] = str(given).strip()
 
 
-def _ddp_skip_reason(case: Case) -> str | None:
-    device_count = devices.device_count(case.device)
-    configured = os.environ.get(distributed.PROCESSES_ENV)
-    processes = distributed.ddp_processes(case.device, device_count, configured)
-    return distributed.ddp_skip_reason(case.device, processes, device_count)
-
-
 def _gate_settings(config: pytest.Config) -> GateSettings:
     pyproject = config.rootpath / "pyproject.toml"
     table = settings.read_pyproject_settings(pyproject)
@@ -130,9 +123,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     skips = metafunc.config.stash.setdefault(_SKIPS_KEY, {})
     params = []
     for case in cases:
-        reason = skip_reason(case, facts)
-        if reason is None and case.mode == "train-ddp":
-            reason = _ddp_skip_reason(case)
+        reason = case_skip_reason(case, facts)
         marks = [pytest.mark.perf]
         if reason:
             skips[case.benchmark_id] = reason

@@ -7,6 +7,7 @@ are counted once outside the timed rounds, and the case's figures land in `bench
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import torch
 
 from perfsuite import devices
-from perfsuite.cases import Case
+from perfsuite.cases import Case, DeviceFacts, skip_reason
 from perfsuite.results import CaseResult
 from perfsuite.steps import count_flops, prepare_case
 from perfsuite.workloads import get_workload
@@ -24,6 +25,19 @@ EVENT_TIMED_STEPS = 5
 REFERENCE_ROUNDS = 10
 REFERENCE_MATMULS = 8
 REFERENCE_SIDE = 256
+
+
+def case_skip_reason(case: Case, facts: DeviceFacts) -> str | None:
+    """Why `case` cannot run here: the matrix's rules, and for train-ddp the processes it needs."""
+    reason = skip_reason(case, facts)
+    if reason is None and case.mode == "train-ddp":
+        from perfsuite import distributed
+
+        device_count = devices.device_count(case.device)
+        configured = os.environ.get(distributed.PROCESSES_ENV)
+        processes = distributed.ddp_processes(case.device, device_count, configured)
+        reason = distributed.ddp_skip_reason(case.device, processes, device_count)
+    return reason
 
 
 class CaseOutOfMemory(Exception):

@@ -57,3 +57,10 @@ def coverage(session: nox.Session) -> None:
     """Ops of every workload that would fall back to the CPU on MPS; e.g. `nox -s coverage -- --format md`."""
     install(session)
     session.run("perfsuite", "coverage", *session.posargs)
+
+
+@nox.session
+def gains(session: nox.Session) -> None:
+    """What the article's advice gains, from a run's JSON; e.g. `nox -s gains -- out.json --format md`."""
+    install(session)
+    session.run("perfsuite", "gains", *session.posargs)

@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "perfsuite.doctor")
     _add_command(commands, "coverage", "ops of each model that would fall back to the CPU on MPS",
                  "perfsuite.coverage.command")
+    _add_command(commands, "gains", "what the article's advice gains here: bf16/fp16, checkpointing, channels_last, "
+                 "DataLoader workers", "perfsuite.gains_command")
     _add_command(commands, "compare", "compare two result sets case by case: time ratio, memory, one-sided rows",
                  "perfsuite.compare_command")
     return parser

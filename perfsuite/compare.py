@@ -275,6 +275,13 @@ def _from_benchmark_json(document: Mapping[str, Any], source: str) -> ResultSet:
             f"{source}: the run holds no benchmarks (all failed, skipped or deselected?); "
             "re-run the benchmarks and pass the new JSON"
         )
+    # DataLoader cases (tests/benchmarks/test_dataloader.py) have no model to join on; `perfsuite gains` reads them.
+    benchmarks = [b for b in benchmarks if not _is_dataloader_case(b)]
+    if not benchmarks:
+        raise CompareError(
+            f"{source}: the run holds only DataLoader cases, which have no model to compare; "
+            f"read them with `perfsuite gains {source}`"
+        )
     machine_info = document.get("machine_info") if isinstance(document.get("machine_info"), dict) else {}
     fingerprint = machine_info.get("perfsuite") if isinstance(machine_info.get("perfsuite"), dict) else {}
     records = []
@@ -303,6 +310,11 @@ def _from_benchmark_json(document: Mapping[str, Any], source: str) -> ResultSet:
     when = f" ({document['datetime'][:16].replace('T', ' ')} UTC)" if isinstance(document.get("datetime"), str) else ""
     description = f"{devices} on {machines}: run {source}{when}"
     return ResultSet(source, "run", False, description, _case_frame(records))
+
+
+def _is_dataloader_case(benchmark: object) -> bool:
+    facts = benchmark.get("extra_info") if isinstance(benchmark, dict) else None
+    return isinstance(facts, dict) and facts.get("kind") == "dataloader"
 
 
 def _run_machine(fingerprint: Mapping[str, Any], device: str) -> str | None:

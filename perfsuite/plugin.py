@@ -11,13 +11,14 @@ import pytest
 
 from perfsuite import devices, distributed, settings, summary
 from perfsuite.baselines import BaselineFileError
-from perfsuite.cases import Case, UsageError, build_matrix, sweep_key, sweep_skip_reason
+from perfsuite.cases import Case, MatrixOptions, UsageError, build_matrix, sweep_key, sweep_skip_reason
 from perfsuite.gate import Gate, GateSettings, current_commit
 from perfsuite.runner import DEFAULT_WARMUP_STEPS, CaseOutOfMemory, case_result, case_skip_reason, run_case
 from perfsuite.verdicts import parse_tolerance_table
 from perfsuite.workloads import registered_workloads
 
 _MATRIX_KEY = pytest.StashKey[list]()
+_OPTIONS_KEY = pytest.StashKey[MatrixOptions]()
 _SKIPS_KEY = pytest.StashKey[dict]()
 _OUT_OF_MEMORY_KEY = pytest.StashKey[dict]()
 _GATE_KEY = pytest.StashKey[Gate]()
@@ -101,9 +102,10 @@ def _raw_settings(config: pytest.Config) -> settings.RawSettings:
     return settings.merge_settings(cli, settings.read_pyproject_settings(pyproject), str(pyproject))
 
 
-def case_matrix(config: pytest.Config) -> list[Case]:
-    """The cases the options select (computed once per session)."""
-    if _MATRIX_KEY not in config.stash:
+def matrix_options(config: pytest.Config) -> MatrixOptions:
+    """The session's validated choices (devices, dtypes, models, ..., profile), computed once; other
+    benchmark modules (tests/benchmarks/test_dataloader.py) size and place their cases by them."""
+    if _OPTIONS_KEY not in config.stash:
         try:
             raw = _raw_settings(config)
             workloads = registered_workloads()
@@ -111,7 +113,14 @@ def case_matrix(config: pytest.Config) -> list[Case]:
             settings.warmup_steps(raw, DEFAULT_WARMUP_STEPS)
         except UsageError as error:
             raise pytest.UsageError(str(error)) from None
-        config.stash[_MATRIX_KEY] = build_matrix(options, workloads)
+        config.stash[_OPTIONS_KEY] = options
+    return config.stash[_OPTIONS_KEY]
+
+
+def case_matrix(config: pytest.Config) -> list[Case]:
+    """The cases the options select (computed once per session)."""
+    if _MATRIX_KEY not in config.stash:
+        config.stash[_MATRIX_KEY] = build_matrix(matrix_options(config), registered_workloads())
     return config.stash[_MATRIX_KEY]
 
 

@@ -90,12 +90,13 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
         return prepare_ddp_case(case, workload)
     channels_last = case.mode.endswith("-channels-last")
     module = materialize_random_weights(workload.build_module(case.profile), case.device)
+    inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device, channels_last)
+    # Before checkpointing: a wrapper (resnet18's CheckpointedStage) renames parameters, not the config.
+    digest = config_digest(workload.name, module, inputs)
     if channels_last:
         module = module.to(memory_format=torch.channels_last)
     if case.mode == "train-checkpoint":
         workload.enable_checkpointing(module)
-    inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device, channels_last)
-    digest = config_digest(workload.name, module, inputs)
     parameter_count = sum(p.numel() for p in module.parameters())
     if base_mode(case.mode) == "infer":
         module.eval()

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from perfsuite import devices, settings
+from perfsuite import devices
 from perfsuite.cases import UsageError
 from perfsuite.dataloading import (
     LOADER_SIZES,
@@ -21,22 +21,13 @@ from perfsuite.dataloading import (
     pinning_accelerator,
     run_loader_case,
 )
-from perfsuite.workloads import registered_workloads
-
-
-def _matrix_options(config: pytest.Config) -> settings.MatrixOptions:
-    cli = settings.RawSettings(**{
-        key.replace("-", "_"): config.getoption(f"--perf-{key}") for key in settings.SETTING_KEYS
-    })
-    pyproject = config.rootpath / "pyproject.toml"
-    raw = settings.merge_settings(cli, settings.read_pyproject_settings(pyproject), str(pyproject))
-    return settings.matrix_options(raw, list(registered_workloads()), devices.available_accelerators() or ["cpu"])
+from perfsuite.plugin import matrix_options
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "loader_case" not in metafunc.fixturenames:
         return
-    options = _matrix_options(metafunc.config)
+    options = matrix_options(metafunc.config)
     try:
         worker_counts = parse_worker_counts(os.environ.get(WORKERS_ENV))
     except UsageError as error:
@@ -55,7 +46,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def image_datasets(request, tmp_path_factory):
     """The same random images in memory and as a memmap file, at the session's profile size."""
-    size = LOADER_SIZES[_matrix_options(request.config).profile]
+    size = LOADER_SIZES[matrix_options(request.config).profile]
     return make_image_datasets(size, tmp_path_factory.mktemp("dataloader"))
 
 

@@ -1,0 +1,162 @@
+"""`perfsuite selftest`: measure the measurer, or render its report.
+
+`perfsuite selftest --device cpu|cuda --out DIR` measures timing accuracy, harness overhead, and the
+gate's false-alarm and detection rates on this machine (see perfsuite/selftest.py) and writes
+DIR/selftest-<device>.json. `perfsuite selftest --report FILE...` renders docs/measurement-quality.md
+from such files, so CPU and GPU figures land in one report. `perfsuite selftest --analyse FILE...`
+recomputes a file's analysis from its raw records (e.g. the part a time budget cut short).
+Exit status: 0 when done, 2 on bad input (the message says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT_DIR = "results/selftest"
+DEFAULT_REPORT = "docs/measurement-quality.md"
+EXIT_BAD_INPUT = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `perfsuite selftest`'s arguments to `parser`."""
+    parser.add_argument("--device", choices=("cpu", "cuda"),
+                        help="the device to measure (default: cuda when available, else cpu)")
+    parser.add_argument("--out", default=DEFAULT_OUT_DIR,
+                        help="folder for selftest-<device>.json (default: %(default)s)")
+    parser.add_argument("--processes", type=int,
+                        help="K, the separate processes that each time every case (default: 15 on cpu, 11 on cuda)")
+    parser.add_argument("--max-time-s", type=float,
+                        help="pytest-benchmark's --benchmark-max-time per case (default: 1.0 on cpu, 0.5 on cuda)")
+    parser.add_argument("--budget-s", type=float,
+                        help="start no process that would end the run later (default: 600 on cpu, 140 on cuda)")
+    parser.add_argument("--threads", type=int,
+                        help="torch.set_num_threads in every process (default: torch's, as the suite runs); "
+                        "adds -threads<N> to the file name")
+    parser.add_argument("--contention", type=int,
+                        help="start N bursty busy processes beside the measurement, a busy machine made on purpose "
+                        "(CPU; adds -contended<N> to the file name)")
+    parser.add_argument("--cases", help="comma-separated case names to keep, e.g. matmul-chain,matmul-chain+3 "
+                        "(default: all)")
+    parser.add_argument("--report", nargs="+", metavar="FILE",
+                        help="render the report from these selftest files instead of measuring")
+    parser.add_argument("--output", default=DEFAULT_REPORT, help="where --report writes (default: %(default)s)")
+    parser.add_argument("--analyse", nargs="+", metavar="FILE",
+                        help="recompute these files' analysis from their raw records, in place")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure, render or re-analyse, as `args` ask; return the exit status."""
+    try:
+        if args.report:
+            return _render(args.report, Path(args.output))
+        if args.analyse:
+            return _reanalyse(args.analyse)
+        return _measure(args)
+    except _BadInput as error:
+        print(f"perfsuite selftest: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+class _BadInput(Exception):
+    """Input the command cannot use; the message says what and how to fix it."""
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from perfsuite import devices, selftest
+
+    device = args.device or ("cuda" if devices.availability("cuda").available else "cpu")
+    usable = devices.availability(device)
+    if not usable.available:
+        raise _BadInput(f"--device {device}: {usable.reason}")
+    plan = selftest.default_plan(device)
+    overrides: dict[str, Any] = {
+        "processes": args.processes, "max_time_s": args.max_time_s, "budget_s": args.budget_s,
+        "threads": args.threads, "contention": args.contention,
+    }
+    if args.cases:
+        overrides["cases"] = tuple(name.strip() for name in args.cases.split(",") if name.strip())
+    plan = replace(plan, **{key: value for key, value in overrides.items() if value is not None})
+    if plan.processes < 2:
+        raise _BadInput(f"--processes {plan.processes}: at least 2 processes are needed to form a pair")
+    known = {case.name for case in selftest.worker_cases(replace(plan, cases=None))}
+    unknown = sorted(set(plan.cases or ()) - known)
+    if unknown:
+        raise _BadInput(f"--cases: unknown {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+    document = selftest.run_selftest(plan, progress=lambda line: print(line, flush=True))
+    document["command"] = _command_line(args, device)
+    path = Path(args.out) / plan.file_name
+    try:
+        selftest.write_document(document, path)
+    except OSError as error:
+        raise _BadInput(f"cannot write {path} ({error.strerror}); pick another folder with --out") from None
+    print(f"wrote {path}")
+    return 0
+
+
+def _command_line(args: argparse.Namespace, device: str) -> str:
+    parts = ["perfsuite", "selftest", "--device", device, "--out", args.out]
+    for option in ("processes", "max_time_s", "budget_s", "threads", "contention", "cases"):
+        value = getattr(args, option)
+        if value is not None:
+            parts += [f"--{option.replace('_', '-')}", str(value)]
+    return shlex.join(parts)
+
+
+def _read(path_text: str) -> dict[str, Any]:
+    from perfsuite import selftest
+
+    path = Path(path_text)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _BadInput(f"{path}: no such file; make one with `perfsuite selftest --device cpu`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise _BadInput(f"{path}: not a readable JSON file ({error})") from None
+    if not isinstance(document, dict) or document.get("schema") != selftest.SCHEMA:
+        raise _BadInput(f"{path}: not a perfsuite selftest file (its \"schema\" is not {selftest.SCHEMA!r})")
+    if document.get("schema_version") != selftest.SCHEMA_VERSION:
+        raise _BadInput(
+            f"{path}: schema_version {document.get('schema_version')!r}; this perfsuite reads "
+            f"{selftest.SCHEMA_VERSION}: measure again with `perfsuite selftest`"
+        )
+    document["source_file"] = str(path)
+    return document
+
+
+def _render(paths: list[str], output: Path) -> int:
+    from perfsuite.selftest_report import render_report
+
+    documents = [_read(p) for p in paths]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render_report(documents), encoding="utf-8")
+    print(f"wrote {output}")
+    return 0
+
+
+def _reanalyse(paths: list[str]) -> int:
+    from perfsuite import selftest
+
+    for path_text in paths:
+        document = _read(path_text)
+        source = document.pop("source_file")
+        selftest.write_document(selftest.reanalyse(document), Path(source))
+        print(f"re-analysed {source}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `perfsuite selftest` with `argv` (default: the process arguments)."""
+    parser = argparse.ArgumentParser(prog="perfsuite selftest", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,9 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processes", type=int,
                         help="K, the separate processes that each time every case (default: 15 on cpu, 11 on cuda)")
     parser.add_argument("--max-time-s", type=float,
-                        help="pytest-benchmark's --benchmark-max-time per case (default: 1.0 on cpu, 0.5 on cuda)")
+                        help="pytest-benchmark's --benchmark-max-time per case (default: 1.0 on cpu, 0.25 on cuda)")
     parser.add_argument("--budget-s", type=float,
-                        help="start no process that would end the run later (default: 600 on cpu, 140 on cuda)")
+                        help="start no process that would end the run later (default: 660 on cpu, 140 on cuda)")
     parser.add_argument("--threads", type=int,
                         help="torch.set_num_threads in every process (default: torch's, as the suite runs); "
                         "adds -threads<N> to the file name")

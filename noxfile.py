@@ -4,6 +4,8 @@ Each session installs the project with constraints-linux-cpu.txt, which pins tor
 on a Mac, PyPI's torch (with MPS) is installed as usual.
 """
 
+import glob
+
 import nox
 
 nox.options.sessions = ["tests"]
@@ -64,3 +66,11 @@ def gains(session: nox.Session) -> None:
     """What the article's advice gains, from a run's JSON; e.g. `nox -s gains -- out.json --format md`."""
     install(session)
     session.run("perfsuite", "gains", *session.posargs)
+
+
+@nox.session
+def calibrate(session: nox.Session) -> None:
+    """Measure the measurer (`perfsuite selftest`), then render docs/measurement-quality.md from results/selftest/."""
+    install(session)
+    session.run("perfsuite", "selftest", *session.posargs)
+    session.run("perfsuite", "selftest", "--report", *sorted(glob.glob("results/selftest/*.json")))

@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "DataLoader workers", "perfsuite.gains_command")
     _add_command(commands, "compare", "compare two result sets case by case: time ratio, memory, one-sided rows",
                  "perfsuite.compare_command")
+    _add_command(commands, "selftest", "measure timing accuracy, harness overhead and the gate's false-alarm and "
+                 "detection rates; --report renders docs/measurement-quality.md", "perfsuite.selftest_command")
     return parser
 
 

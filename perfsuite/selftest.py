@@ -266,7 +266,8 @@ def benchmark_fixture(name: str, max_time_s: float) -> Any:
     from pytest_benchmark.utils import NameWrapper
 
     options = {
-        "node": SimpleNamespace(name=name, nodeid=f"perfsuite-selftest::{name}"),
+        # Releases before 5.2 read the node id from `_nodeid` (as pytest items have it), later ones from `nodeid`.
+        "node": SimpleNamespace(name=name, nodeid=f"perfsuite-selftest::{name}", _nodeid=f"perfsuite-selftest::{name}"),
         "disable_gc": False, "timer": NameWrapper(default_timer), "min_rounds": 5, "min_time": 0.000005,
         "max_time": max_time_s, "precision": None, "confidence": 0.99, "warmup": False,
         "warmup_iterations": 100000, "calibration_precision": 10, "add_stats": lambda stats: None,

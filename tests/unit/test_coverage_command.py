@@ -5,37 +5,15 @@ import subprocess
 import sys
 
 import pytest
-import torch
-import torch.nn.functional as F
 
 import perfsuite.workloads as workloads_module
-from perfsuite import Workload
 from perfsuite.coverage.command import main, selected_models
 
 
-class EmbeddingWithMaxNorm(torch.nn.Module):
-    """nn.Embedding(max_norm=...) renormalises with aten::embedding_renorm_, which MPS sends to the CPU."""
-
-    def __init__(self):
-        super().__init__()
-        self.embedding = torch.nn.Embedding(50, 8, max_norm=1.0)
-
-    def forward(self, token_ids):
-        return self.embedding(token_ids).mean(dim=1)
-
-
-PLANTED = Workload(
-    name="planted-fallback", build_module=lambda profile: EmbeddingWithMaxNorm(), batch_sizes={"smoke": (2,)},
-    make_inputs=lambda profile, batch_size: torch.randint(0, 50, (batch_size, 5)),
-    make_target=lambda profile, batch_size: torch.randn(batch_size, 8),
-    loss=lambda output, target: F.mse_loss(output, target),
-)
-
-
 @pytest.fixture
-def planted_registry(monkeypatch):
+def planted_registry(monkeypatch, planted_fallback):
     registry = dict(workloads_module.registered_workloads())
-    registry[PLANTED.name] = PLANTED
+    registry[planted_fallback.name] = planted_fallback
     monkeypatch.setattr(workloads_module, "_REGISTRY", registry)
 
 

@@ -19,6 +19,7 @@ from perfsuite.workloads import registered_workloads
 
 _MATRIX_KEY = pytest.StashKey[list]()
 _OPTIONS_KEY = pytest.StashKey[MatrixOptions]()
+_WARMUP_KEY = pytest.StashKey[int]()
 _SKIPS_KEY = pytest.StashKey[dict]()
 _OUT_OF_MEMORY_KEY = pytest.StashKey[dict]()
 _GATE_KEY = pytest.StashKey[Gate]()
@@ -110,10 +111,11 @@ def matrix_options(config: pytest.Config) -> MatrixOptions:
             raw = _raw_settings(config)
             workloads = registered_workloads()
             options = settings.matrix_options(raw, list(workloads), devices.available_accelerators() or ["cpu"])
-            settings.warmup_steps(raw, DEFAULT_WARMUP_STEPS)
+            warmup = settings.warmup_steps(raw, DEFAULT_WARMUP_STEPS)
         except UsageError as error:
             raise pytest.UsageError(str(error)) from None
         config.stash[_OPTIONS_KEY] = options
+        config.stash[_WARMUP_KEY] = warmup
     return config.stash[_OPTIONS_KEY]
 
 
@@ -175,7 +177,8 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
     runs out of device memory is skipped as such, and so are the larger batch sizes of its sweep; the
     session goes on with the next case.
     """
-    warmup = settings.warmup_steps(_raw_settings(request.config), DEFAULT_WARMUP_STEPS)
+    matrix_options(request.config)  # validates the options and stashes the warm-up count
+    warmup = request.config.stash[_WARMUP_KEY]
     out_of_memory = request.config.stash.setdefault(_OUT_OF_MEMORY_KEY, {})
 
     def run(case: Case) -> dict[str, Any]:

@@ -7,9 +7,10 @@ import sys
 from collections.abc import Sequence
 
 import perfsuite
-from perfsuite import devices, settings
-from perfsuite.cases import UsageError, build_matrix
-from perfsuite.runner import case_skip_reason
+from perfsuite import settings
+from perfsuite.matrix.cases import UsageError, build_matrix
+from perfsuite.run import devices
+from perfsuite.run.runner import case_skip_reason
 from perfsuite.workloads import registered_workloads
 
 
@@ -42,15 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_matrix_arguments(list_parser)
     list_parser.set_defaults(run=list_cases)
     _add_command(commands, "doctor", "check this machine's setup for a device; each problem with its fix",
-                 "perfsuite.doctor")
+                 "perfsuite.commands.doctor")
     _add_command(commands, "coverage", "ops of each model that would fall back to the CPU on MPS",
-                 "perfsuite.coverage.command")
+                 "perfsuite.commands.coverage")
     _add_command(commands, "gains", "what the article's advice gains here: bf16/fp16, checkpointing, channels_last, "
-                 "DataLoader workers", "perfsuite.gains_command")
+                 "DataLoader workers", "perfsuite.commands.gains")
     _add_command(commands, "compare", "compare two result sets case by case: time ratio, memory, one-sided rows",
-                 "perfsuite.compare_command")
+                 "perfsuite.commands.compare")
     _add_command(commands, "selftest", "measure timing accuracy, harness overhead and the gate's false-alarm and "
-                 "detection rates; --report renders docs/measurement-quality.md", "perfsuite.selftest_command")
+                 "detection rates; --report renders docs/measurement-quality.md", "perfsuite.commands.selftest")
     return parser
 
 

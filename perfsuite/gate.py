@@ -1,8 +1,8 @@
 """The regression gate of one pytest session: thin glue between results, the baseline store and verdicts.
 
 It holds the session's state (this machine's fingerprint, baseline files read once, verdicts so far,
-entries to record) and delegates every decision to `perfsuite.verdicts` and every file to
-`perfsuite.baselines`.
+entries to record) and delegates every decision to `perfsuite.judge.verdicts` and every file to
+`perfsuite.store.baselines`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfsuite import baselines, summary
-from perfsuite.baselines import BaselineEntry, BaselineFile, BaselineFileError
-from perfsuite.results import CaseResult
-from perfsuite.verdicts import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, Verdict, judge, tolerance_for
+from perfsuite.judge.verdicts import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, Verdict, judge, tolerance_for
+from perfsuite.records import CaseResult
+from perfsuite.render import summary
+from perfsuite.store import baselines
+from perfsuite.store.baselines import BaselineEntry, BaselineFile, BaselineFileError
 
 
 @dataclass(frozen=True)

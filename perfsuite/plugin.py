@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 
-from perfsuite import devices, distributed, settings, summary
-from perfsuite.baselines import BaselineFileError
-from perfsuite.cases import Case, MatrixOptions, UsageError, build_matrix, sweep_key, sweep_skip_reason
+from perfsuite import settings
 from perfsuite.gate import Gate, GateSettings, current_commit
-from perfsuite.runner import DEFAULT_WARMUP_STEPS, CaseOutOfMemory, case_result, case_skip_reason, run_case
-from perfsuite.verdicts import parse_tolerance_table
+from perfsuite.judge.verdicts import parse_tolerance_table
+from perfsuite.matrix.cases import Case, MatrixOptions, UsageError, build_matrix, sweep_key, sweep_skip_reason
+from perfsuite.render import summary
+from perfsuite.run import ddp as distributed
+from perfsuite.run import devices
+from perfsuite.run.runner import DEFAULT_WARMUP_STEPS, CaseOutOfMemory, case_result, case_skip_reason, run_case
+from perfsuite.store.baselines import BaselineFileError
 from perfsuite.workloads import registered_workloads
 
 _MATRIX_KEY = pytest.StashKey[list]()
@@ -63,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _set_ddp_processes(config: pytest.Config) -> None:
-    # prepare_case(case, workload) has no room for it, so the count reaches perfsuite.distributed (and
+    # prepare_case(case, workload) has no room for it, so the count reaches perfsuite.run.ddp (and
     # pytest-xdist workers, if any) through the environment.
     given = config.getoption("--perf-ddp-processes")
     if given is None:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite.cases import DEFAULT_DTYPES, DTYPES, MatrixOptions, UsageError, parse_batch_sizes, parse_names
-from perfsuite.devices import DEVICES
+from perfsuite.matrix.cases import DEFAULT_DTYPES, DTYPES, MatrixOptions, UsageError, parse_batch_sizes, parse_names
+from perfsuite.run.devices import DEVICES
 from perfsuite.workloads import ALL_MODES, MODES, PROFILES
 
 if sys.version_info >= (3, 11):

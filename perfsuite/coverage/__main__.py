@@ -1,7 +1,7 @@
-"""`python -m perfsuite.coverage [--model ...] [--format text|md|json]`: see perfsuite.coverage.command."""
+"""`python -m perfsuite.coverage [--model ...] [--format text|md|json]`: see perfsuite.commands.coverage."""
 
 import sys
 
-from perfsuite.coverage.command import main
+from perfsuite.commands.coverage import main
 
 sys.exit(main())

@@ -133,7 +133,7 @@ def run_phases(
     `enter_phase(label)` wraps each phase ('infer/forward', 'train/forward', 'train/backward',
     'train/optimizer'); building the module and the inputs happens outside every phase.
     """
-    from perfsuite.steps import call_module, to_device
+    from perfsuite.run.steps import call_module, to_device
     from perfsuite.workloads.random_weights import materialize_random_weights
 
     module = materialize_random_weights(workload.build_module(profile), device)

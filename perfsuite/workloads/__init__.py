@@ -2,7 +2,7 @@
 
 A workload is a small declaration in the style of TorchBench's model classes: a module factory, an input
 maker, an optional loss and the batch sizes of each profile. The step that is timed (forward, or forward,
-loss, backward and optimizer step) is composed from these pieces in `perfsuite.steps`, the same way for
+loss, backward and optimizer step) is composed from these pieces in `perfsuite.run.steps`, the same way for
 every workload, so the built-in models and a user's own model are measured alike.
 """
 

@@ -9,9 +9,10 @@ import os
 
 import pytest
 
-from perfsuite import devices
-from perfsuite.cases import UsageError
-from perfsuite.dataloading import (
+from perfsuite.matrix.cases import UsageError
+from perfsuite.plugin import matrix_options
+from perfsuite.run import devices
+from perfsuite.run.dataloading import (
     LOADER_SIZES,
     WORKERS_ENV,
     build_loader_cases,
@@ -21,7 +22,6 @@ from perfsuite.dataloading import (
     pinning_accelerator,
     run_loader_case,
 )
-from perfsuite.plugin import matrix_options
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

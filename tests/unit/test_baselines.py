@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfsuite.baselines import (
+from perfsuite.records import CaseResult
+from perfsuite.store.baselines import (
     BaselineFile,
     BaselineFileError,
     baseline_path,
@@ -23,7 +24,6 @@ from perfsuite.baselines import (
     parse_baseline,
     record_baselines,
 )
-from perfsuite.results import CaseResult
 
 RECORDED_AT = datetime(2026, 12, 2, 15, 0, tzinfo=timezone.utc)
 MACHINE = {"cpu_model": "AMD EPYC 7763 64-Core Processor", "accelerator_name": None, "machine_slug": "amd-epyc-7763"}

@@ -1,6 +1,6 @@
 import pytest
 
-from perfsuite.cases import (
+from perfsuite.matrix.cases import (
     Case,
     DeviceFacts,
     MatrixOptions,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.compare import (
+from perfsuite.analyse.compare import (
     CompareError,
     ResultSet,
     compare_result_sets,
@@ -24,8 +24,8 @@ from perfsuite.compare import (
     select_device,
     time_ratio,
 )
-from perfsuite.compare_command import main
-from perfsuite.report import (
+from perfsuite.commands.compare import main
+from perfsuite.render.comparison import (
     PlottingUnavailable,
     display_table,
     plot_ratio_chart,
@@ -483,7 +483,7 @@ def test_command_without_cuda_baselines_asks_for_b(tmp_path, capsys):
 
 def test_command_without_a_saved_run_takes_this_machines_accelerator_baseline(tmp_path, capsys, monkeypatch):
     mac = {"accelerator_name": "Apple M2 Max", "cpu_model": "Apple M2 Max"}
-    monkeypatch.setattr("perfsuite.devices.machine_fingerprint", lambda: mac)
+    monkeypatch.setattr("perfsuite.run.devices.machine_fingerprint", lambda: mac)
     baselines = tmp_path / "baselines"
     for device, time_s in (("mps", 0.1), ("cpu", 1.0), ("cuda", 0.02)):
         (baselines / device).mkdir(parents=True)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import perfsuite.workloads as workloads_module
-from perfsuite.coverage.command import main, selected_models
+from perfsuite.commands.coverage import main, selected_models
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from perfsuite.cases import UsageError
-from perfsuite.dataloading import (
+from perfsuite.matrix.cases import UsageError
+from perfsuite.run.dataloading import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     LOADER_SIZES,

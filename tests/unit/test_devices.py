@@ -1,6 +1,6 @@
 import torch
 
-from perfsuite import devices
+from perfsuite.run import devices
 
 
 def test_cpu_is_always_available():

@@ -18,9 +18,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from perfsuite.cases import Case, UsageError
-from perfsuite.devices import is_out_of_memory
-from perfsuite.distributed import (
+from perfsuite.matrix.cases import Case, UsageError
+from perfsuite.run.ddp import (
     MPS_SKIP_REASON,
     DdpTraining,
     DistributedWorkerError,
@@ -33,6 +32,7 @@ from perfsuite.distributed import (
     scaling_table,
     threads_per_process,
 )
+from perfsuite.run.devices import is_out_of_memory
 from perfsuite.workloads import Workload
 
 DEVICE = os.environ.get("PERFSUITE_DDP_TEST_DEVICE", "cpu")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import doctor
-from perfsuite.diagnosis import (
+from perfsuite.commands import doctor
+from perfsuite.doctor.diagnosis import (
     Finding,
     at_least,
     device_is_usable,

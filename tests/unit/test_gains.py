@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from perfsuite.gains import (
+from perfsuite.analyse.gains import (
     GainsError,
     Results,
     best_worker_counts,
@@ -22,7 +22,7 @@ from perfsuite.gains import (
     render,
     results_from_document,
 )
-from perfsuite.gains_command import main
+from perfsuite.commands.gains import main
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gains" / "run-mps-and-loader.json"
 GiB = 2**30

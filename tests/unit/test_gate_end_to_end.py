@@ -14,8 +14,6 @@ import time
 
 import torch
 from perfsuite import Workload, register_workload
-
-
 class Sleeper(torch.nn.Module):
     def forward(self, x):
         time.sleep(float(os.environ.get("SLEEP_S", "0.002")))

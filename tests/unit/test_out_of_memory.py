@@ -3,14 +3,12 @@
 import pytest
 import torch
 
-from perfsuite.cases import Case, sweep_key, sweep_skip_reason
-from perfsuite.devices import is_out_of_memory
+from perfsuite.matrix.cases import Case, sweep_key, sweep_skip_reason
+from perfsuite.run.devices import is_out_of_memory
 
 PLANTED = '''
 import torch
 from perfsuite import Workload, register_workload
-
-
 class FailsFromBatchFour(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -80,7 +78,7 @@ def test_cuda_out_of_memory_under_a_memory_fraction_is_a_skip(pytester):
 def test_cuda_memory_returns_to_its_level_between_cases():
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    from perfsuite.runner import run_case
+    from perfsuite.run.runner import run_case
 
     class NoTimer:
         stats = None

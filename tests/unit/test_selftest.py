@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 from torch.utils.flop_counter import FlopCounterMode
 
-from perfsuite import selftest, selftest_command, selftest_report
-from perfsuite.selftest import (
+from perfsuite.commands import selftest as selftest_command
+from perfsuite.judge.stats import DecisionConfig, compare_times
+from perfsuite.run.steps import prepare_case
+from perfsuite.selftest.measure import (
     CHAIN_BASE_BLOCKS,
     SelftestPlan,
     analyse,
@@ -27,9 +29,9 @@ from perfsuite.selftest import (
     pooled_record,
     pytest_benchmark_fails,
 )
-from perfsuite.selftest_report import band_choice, render_report, target_rows
-from perfsuite.stats import DecisionConfig, compare_times
-from perfsuite.steps import prepare_case
+from perfsuite.selftest import measure as selftest
+from perfsuite.selftest import report as selftest_report
+from perfsuite.selftest.report import band_choice, render_report, target_rows
 from perfsuite.workloads import get_workload
 
 SIDE = 16

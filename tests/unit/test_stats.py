@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from perfsuite.stats import DecisionConfig, check_tolerance, compare_memory, compare_times, drift_factor
+from perfsuite.judge.stats import DecisionConfig, check_tolerance, compare_memory, compare_times, drift_factor
 
 MEDIAN_S = 0.012
 

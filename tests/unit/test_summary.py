@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from perfsuite.summary import headline, render_json, render_markdown, render_terminal, summary_counts
-from perfsuite.verdicts import Verdict
+from perfsuite.judge.verdicts import Verdict
+from perfsuite.render.summary import headline, render_json, render_markdown, render_terminal, summary_counts
 
 UNCHANGED = Verdict(
     benchmark_id="cpu-fp32-bert-base-bs8-train", status="unchanged", baseline_median_s=0.0456,

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from perfsuite.baselines import BaselineEntry, entry_from_result
-from perfsuite.results import CaseResult
-from perfsuite.verdicts import judge, parse_tolerance_table, tolerance_for, unknown_tolerance_keys
+from perfsuite.judge.verdicts import judge, parse_tolerance_table, tolerance_for, unknown_tolerance_keys
+from perfsuite.records import CaseResult
+from perfsuite.store.baselines import BaselineEntry, entry_from_result
 
 BENCHMARK_ID = "cpu-fp32-resnet18-bs4-train"
 MACHINE = {"cpu_model": "AMD EPYC 7763 64-Core Processor", "accelerator_name": None, "machine_slug": "amd-epyc-7763"}

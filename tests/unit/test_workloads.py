@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from perfsuite.cases import Case
-from perfsuite.steps import count_flops, prepare_case
+from perfsuite.matrix.cases import Case
+from perfsuite.run.steps import count_flops, prepare_case
 from perfsuite.workloads import registered_workloads
 from perfsuite.workloads.bert import BertLogits
 from perfsuite.workloads.random_weights import build_on_meta, materialize_random_weights

@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats as scipy_stats
 
-from perfsuite.results import check_round_times
+from perfsuite.records import check_round_times
 
 TimeOutcome = Literal["regressed", "improved", "unchanged", "too-few-rounds"]
 DriftRule = Literal["both", "normalised"]

@@ -4,7 +4,7 @@
 backward, optimizer step. Mixed precision is `torch.autocast(device_type=...)` with bf16 or fp16 (weights
 stay fp32); fp16 training scales the loss with `torch.amp.GradScaler(device)`.
 Variants: `train-checkpoint` turns on the workload's gradient checkpointing; `*-channels-last` puts the
-module and its 4-D inputs in channels_last memory format; `train-ddp` is built by `perfsuite.distributed`.
+module and its 4-D inputs in channels_last memory format; `train-ddp` is built by `perfsuite.run.ddp`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from perfsuite.cases import Case
-from perfsuite.devices import synchronize
+from perfsuite.matrix.cases import Case
+from perfsuite.run.devices import synchronize
 from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import materialize_random_weights
 
@@ -85,7 +85,7 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     if case.mode not in workload.modes:
         raise ValueError(f"{workload.name} has no mode {case.mode!r}; it has {', '.join(workload.modes)}")
     if case.mode == "train-ddp":
-        from perfsuite.distributed import prepare_ddp_case
+        from perfsuite.run.ddp import prepare_ddp_case
 
         return prepare_ddp_case(case, workload)
     channels_last = case.mode.endswith("-channels-last")

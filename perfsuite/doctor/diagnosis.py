@@ -1,6 +1,6 @@
 """What is wrong with a machine for perfsuite, decided from its facts alone.
 
-`perfsuite.doctor` gathers the facts (Python, OS, torch, MPS, CUDA) into plain JSON-able data; everything
+`perfsuite.commands.doctor` gathers the facts (Python, OS, torch, MPS, CUDA) into plain JSON-able data; everything
 here is a pure function of that data, so the facts of a Mac can be diagnosed on a Linux box. Each check
 returns findings: `ok`, a `warning` (a feature is limited, the device still runs) or a `problem` (the
 devices it names cannot run). Every finding that is not ok carries its fix.

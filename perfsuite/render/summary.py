@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from perfsuite.baselines import RECORD_COMMAND
-from perfsuite.results import format_seconds
-from perfsuite.verdicts import VERDICT_STATUSES, Verdict
+from perfsuite.judge.verdicts import VERDICT_STATUSES, Verdict
+from perfsuite.records import format_seconds
+from perfsuite.store.baselines import RECORD_COMMAND
 
 VERDICTS_SCHEMA = "perfsuite-verdicts"
 VERDICTS_SCHEMA_VERSION = 1

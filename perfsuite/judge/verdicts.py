@@ -11,9 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from perfsuite.baselines import RECORD_COMMAND, BaselineEntry, no_baseline_hint
-from perfsuite.results import CaseResult, format_bytes, format_seconds
-from perfsuite.stats import (
+from perfsuite.judge.stats import (
     DEFAULT_DECISION,
     DecisionConfig,
     MemoryOutcome,
@@ -23,6 +21,8 @@ from perfsuite.stats import (
     compare_times,
     drift_factor,
 )
+from perfsuite.records import CaseResult, format_bytes, format_seconds
+from perfsuite.store.baselines import RECORD_COMMAND, BaselineEntry, no_baseline_hint
 
 VerdictStatus = Literal["regressed", "improved", "unchanged", "too-few-rounds", "no-baseline", "incompatible"]
 VERDICT_STATUSES: tuple[VerdictStatus, ...] = (
@@ -148,7 +148,7 @@ def judge(
     """Judge `current` against its stored `baseline` entry (None when there is none).
 
     `tolerance` and `memory_tolerance` are fractions (0.10: 10%); `baseline_source` (e.g. the baseline
-    file's path) is named in the no-baseline hint. The time decision is `perfsuite.stats.compare_times`;
+    file's path) is named in the no-baseline hint. The time decision is `perfsuite.judge.stats.compare_times`;
     it uses the drift-normalised ratio when both sides timed the reference workload.
     """
     check_tolerance(tolerance, f"{current.benchmark_id}: tolerance")

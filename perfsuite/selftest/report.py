@@ -1,6 +1,6 @@
 """docs/measurement-quality.md from selftest files: pure rendering of their figures, no measuring.
 
-`render_report(documents)` takes the parsed `selftest-*.json` documents (perfsuite/selftest.py) and
+`render_report(documents)` takes the parsed `selftest-*.json` documents (perfsuite/selftest/measure.py) and
 returns the markdown; `target_rows` and `band_choice` are the judgements the report states, kept apart so
 they are tested on their own.
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from perfsuite.results import format_seconds
+from perfsuite.records import format_seconds
 
 FALSE_ALARM_TARGET = 0.01
 DETECTION_TARGET = 0.95
@@ -372,7 +372,7 @@ def _render_interleaved(documents: Sequence[Mapping[str, Any]]) -> list[str]:
         "",
         "The runner times its reference workload in 10 rounds before and 10 after a case; here the same",
         "processes also timed some cases with one reference round (a single 256x256 matmul) right before",
-        "every round (`perfsuite.selftest.measure_interleaved`). The gate then takes its drift factor from",
+        "every round (`perfsuite.selftest.measure.measure_interleaved`). The gate then takes its drift factor from",
         "those rounds; *per-round normalised* divides each round by the reference round before it and",
         "judges those quotients by the gate's rule without drift.",
         "",
@@ -776,7 +776,7 @@ def render_report(documents: Sequence[Mapping[str, Any]], discussion_lines: Sequ
         "# Measurement quality",
         "",
         "How accurate perfsuite's timings are, what the harness costs per round, and how often the regression",
-        "gate raises a false alarm or misses a slowdown, measured by `perfsuite selftest` (perfsuite/selftest.py)",
+        "gate raises a false alarm or misses a slowdown, measured by `perfsuite selftest` (perfsuite/selftest/)",
         "and rendered from results/selftest/*.json by `perfsuite selftest --report results/selftest/*.json`.",
         "Do not edit by hand: re-render.",
         "",
@@ -809,11 +809,11 @@ METHOD = [
     "- **Overhead**: pytest-benchmark's runner timing `PreparedCase.timed_step` around a step that does",
     "  nothing (2000 rounds, one iteration each, as a real step's rounds run): what every round's figure",
     "  carries beyond the step itself. Its parts are timed alone too.",
-    "- **False alarms**: K processes (`python -m perfsuite.selftest worker`, one after another) each time",
-    "  the same cases through `perfsuite.runner.run_case` (warm-up steps, the reference workload before",
+    "- **False alarms**: K processes (`python -m perfsuite.selftest.measure worker`, one after another) each time",
+    "  the same cases through `perfsuite.run.runner.run_case` (warm-up steps, the reference workload before",
     "  and after, pytest-benchmark's rounds), in an order shuffled per process. Every ordered pair",
-    "  (i as baseline, j as current, i != j) is judged by `perfsuite.verdicts.judge` against the entry",
-    "  `perfsuite.baselines.entry_from_result` would store for i, with the default 10% band: K = 15 gives",
+    "  (i as baseline, j as current, i != j) is judged by `perfsuite.judge.verdicts.judge` against the entry",
+    "  `perfsuite.store.baselines.entry_from_result` would store for i, with the default 10% band: K = 15 gives",
     "  210 pairs per case, K = 11 gives 110. The cases are unchanged, so every `regressed` is a false alarm.",
     "  Pairs share processes, so they are not independent: one odd process takes part in 2(K - 1) pairs.",
     "- **Detection**: the same processes also time a chain of 20 identical matmul blocks with 1, 2, 3, 5",

@@ -27,9 +27,9 @@ from typing import Any
 
 import pandas as pd
 
-from perfsuite.compare import CASE_COLUMNS, KEY_FIELDS, CompareError, result_set_from_document
-from perfsuite.report import markdown_table
-from perfsuite.results import format_bytes, format_seconds
+from perfsuite.analyse.compare import CASE_COLUMNS, KEY_FIELDS, CompareError, result_set_from_document
+from perfsuite.records import format_bytes, format_seconds
+from perfsuite.render.comparison import markdown_table
 
 TABLES = ("precision", "checkpoint", "channels-last", "dataloader")
 FORMATS = ("text", "md", "csv")
@@ -77,7 +77,7 @@ class GainsError(Exception):
 
 @dataclass(frozen=True, eq=False)
 class Results:
-    """One run's rows: `models` has compare's case columns (`perfsuite.compare.CASE_COLUMNS`), `loaders` one
+    """One run's rows: `models` has compare's case columns (`perfsuite.analyse.compare.CASE_COLUMNS`), `loaders` one
     row per DataLoader case; `ignored` names benchmarks without perfsuite facts."""
 
     models: pd.DataFrame

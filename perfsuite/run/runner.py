@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from perfsuite import devices
-from perfsuite.cases import Case, DeviceFacts, skip_reason
-from perfsuite.results import CaseResult
-from perfsuite.steps import count_flops, prepare_case
+from perfsuite.matrix.cases import Case, DeviceFacts, skip_reason
+from perfsuite.records import CaseResult
+from perfsuite.run import devices
+from perfsuite.run.steps import count_flops, prepare_case
 from perfsuite.workloads import get_workload
 
 DEFAULT_WARMUP_STEPS = 3
@@ -31,8 +31,7 @@ def case_skip_reason(case: Case, facts: DeviceFacts) -> str | None:
     """Why `case` cannot run here: the matrix's rules, and for train-ddp the processes it needs."""
     reason = skip_reason(case, facts)
     if reason is None and case.mode == "train-ddp":
-        from perfsuite import distributed
-
+        from perfsuite.run import ddp as distributed
         device_count = devices.device_count(case.device)
         configured = os.environ.get(distributed.PROCESSES_ENV)
         processes = distributed.ddp_processes(case.device, device_count, configured)

@@ -1,7 +1,7 @@
 """`perfsuite doctor`: gather this machine's facts (or read recorded ones) and report what keeps a device from
 running benchmarks, each problem with its fix.
 
-Gathering is the only impure part and stays thin; the decisions live in `perfsuite.diagnosis`, which works on
+Gathering is the only impure part and stays thin; the decisions live in `perfsuite.doctor.diagnosis`, which works on
 the plain JSON-able facts, so `--facts FILE.json` diagnoses a machine recorded elsewhere with `--save-facts`.
 Exit status: 0 when the device asked for is usable, 1 when it is not, 2 when the facts file cannot be read.
 """
@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from perfsuite.diagnosis import (
+from perfsuite.doctor.diagnosis import (
     DEVICES,
     FACTS_VERSION,
     device_is_usable,
@@ -161,7 +161,7 @@ def save_facts(facts: dict[str, Any], path: Path) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the doctor's options to `parser` (used by `perfsuite doctor` and `python -m perfsuite.doctor`)."""
+    """Add the doctor's options to `parser` (used by `perfsuite doctor` and `python -m perfsuite.commands.doctor`)."""
     parser.add_argument(
         "--device", choices=DEVICES, default="cpu", help="exit non-zero when this device is unusable (default: cpu)"
     )
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m perfsuite.doctor`: the same command as `perfsuite doctor`."""
+    """`python -m perfsuite.commands.doctor`: the same command as `perfsuite doctor`."""
     parser = argparse.ArgumentParser(prog="perfsuite doctor", description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -5,7 +5,7 @@ ranks as worker processes (`python -c ...`, never a fork: CUDA cannot be forked)
 the same module (same seed, so DDP's initial broadcast changes nothing) with its own inputs (seeded by
 rank, as a data loader with a distributed sampler would give), wraps it in DistributedDataParallel
 (nccl with one GPU per rank on CUDA, gloo on the CPU) and composes the same step as `train`
-(`perfsuite.steps.make_train_step`).
+(`perfsuite.run.steps.make_train_step`).
 
 Workers loop on a command from rank 0: before each of its steps rank 0 broadcasts "step", so one timed
 round on rank 0 is one DDP step of every rank (the gradient all-reduce keeps them in lockstep). `close()`
@@ -41,8 +41,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from perfsuite.cases import Case, UsageError
-from perfsuite.steps import PreparedCase, config_digest, make_train_step, to_device
+from perfsuite.matrix.cases import Case, UsageError
+from perfsuite.run.steps import PreparedCase, config_digest, make_train_step, to_device
 from perfsuite.workloads import Workload, registered_workloads
 from perfsuite.workloads.random_weights import materialize_random_weights
 
@@ -609,7 +609,7 @@ _WORKER_CODE = (
     "import json, sys\n"
     "spec = json.loads(sys.argv[1])\n"
     "sys.path[:] = spec['sys_path'] + [p for p in sys.path if p not in spec['sys_path']]\n"
-    "from perfsuite.distributed import run_worker\n"
+    "from perfsuite.run.ddp import run_worker\n"
     "sys.exit(run_worker(spec))\n"
 )
 

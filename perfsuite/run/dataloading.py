@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from perfsuite.cases import UsageError
-from perfsuite.devices import synchronize
+from perfsuite.matrix.cases import UsageError
+from perfsuite.run.devices import synchronize
 
 STORAGES = ("memory", "memmap")
 DEFAULT_WORKER_COUNTS = (0, 2, 4, 8)

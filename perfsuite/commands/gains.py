@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from perfsuite.gains import FORMATS, TABLES, GainsError, gains, render, results_from_document
+from perfsuite.analyse.gains import FORMATS, TABLES, GainsError, gains, render, results_from_document
 
 EXIT_CANNOT_READ = 2
 

@@ -1,7 +1,7 @@
 """`perfsuite selftest`: measure the measurer, or render its report.
 
 `perfsuite selftest --device cpu|cuda --out DIR` measures timing accuracy, harness overhead, and the
-gate's false-alarm and detection rates on this machine (see perfsuite/selftest.py) and writes
+gate's false-alarm and detection rates on this machine (see perfsuite/selftest/measure.py) and writes
 DIR/selftest-<device>.json. `perfsuite selftest --report FILE...` renders docs/measurement-quality.md
 from such files, so CPU and GPU figures land in one report. `perfsuite selftest --analyse FILE...`
 recomputes a file's analysis from its raw records (e.g. the part a time budget cut short).
@@ -69,8 +69,8 @@ class _BadInput(Exception):
 def _measure(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from perfsuite import devices, selftest
-
+    from perfsuite.run import devices
+    from perfsuite.selftest import measure as selftest
     device = args.device or ("cuda" if devices.availability("cuda").available else "cpu")
     usable = devices.availability(device)
     if not usable.available:
@@ -110,8 +110,7 @@ def _command_line(args: argparse.Namespace, device: str) -> str:
 
 
 def _read(path_text: str) -> dict[str, Any]:
-    from perfsuite import selftest
-
+    from perfsuite.selftest import measure as selftest
     path = Path(path_text)
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -131,7 +130,7 @@ def _read(path_text: str) -> dict[str, Any]:
 
 
 def _render(paths: list[str], output: Path) -> int:
-    from perfsuite.selftest_report import render_report
+    from perfsuite.selftest.report import render_report
 
     documents = [_read(p) for p in paths]
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -141,8 +140,7 @@ def _render(paths: list[str], output: Path) -> int:
 
 
 def _reanalyse(paths: list[str]) -> int:
-    from perfsuite import selftest
-
+    from perfsuite.selftest import measure as selftest
     for path_text in paths:
         document = _read(path_text)
         source = document.pop("source_file")

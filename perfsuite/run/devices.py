@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from perfsuite.cases import DeviceFacts, parse_version
+from perfsuite.matrix.cases import DeviceFacts, parse_version
 
 DEVICES = ("cpu", "cuda", "mps")
 

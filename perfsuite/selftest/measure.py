@@ -9,15 +9,15 @@
   activity to its last);
 - overhead: what the harness adds to every timed round, on a near-empty step;
 - false alarms and detection: K separate processes each time the same cheap cases the way the runner
-  does (`perfsuite.runner.run_case`: warm-up, reference workload before and after, pytest-benchmark's
+  does (`perfsuite.run.runner.run_case`: warm-up, reference workload before and after, pytest-benchmark's
   rounds), plus a chain of 20 matmul blocks with 1, 2, 3, 5 or 10 extra blocks, a slowdown of known
   size. Every ordered pair of processes (i as baseline, j as current) is judged by the gate
-  (`perfsuite.verdicts.judge` on the entry `perfsuite.baselines.entry_from_result` stores) and by
+  (`perfsuite.judge.verdicts.judge` on the entry `perfsuite.store.baselines.entry_from_result` stores) and by
   pytest-benchmark's `--benchmark-compare-fail=median:10%` rule; the same pairs are judged again at
   other bands, without the reference workload, and with 2 or 3 processes pooled per side;
 - an experiment the runner does not do: some cases timed with a reference round before every round.
 
-Measuring runs in subprocesses (`python -m perfsuite.selftest worker|probe`), so every repeat pays the
+Measuring runs in subprocesses (`python -m perfsuite.selftest.measure worker|probe`), so every repeat pays the
 between-process noise the gate meets in practice. The analysis below the measuring code is pure: it
 takes the workers' records and returns counts, so a JSON file can be re-analysed and rendered anywhere.
 Seconds inside; rates are fractions.
@@ -48,11 +48,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from perfsuite import devices
-from perfsuite.baselines import MAX_STORED_ROUNDS, entry_from_result
-from perfsuite.cases import Case
-from perfsuite.results import CaseResult
-from perfsuite.stats import (
+from perfsuite.judge.stats import (
     DEFAULT_DECISION,
     DecisionConfig,
     TimeOutcome,
@@ -60,7 +56,11 @@ from perfsuite.stats import (
     drift_factor,
     p_value_beyond,
 )
-from perfsuite.verdicts import DEFAULT_TOLERANCE, judge
+from perfsuite.judge.verdicts import DEFAULT_TOLERANCE, judge
+from perfsuite.matrix.cases import Case
+from perfsuite.records import CaseResult
+from perfsuite.run import devices
+from perfsuite.store.baselines import MAX_STORED_ROUNDS, entry_from_result
 from perfsuite.workloads import Workload, get_workload, register_workload
 
 SCHEMA = "perfsuite-selftest"
@@ -286,9 +286,9 @@ def _significant(values: Sequence[float], figures: int = STORED_SIGNIFICANT_FIGU
 def measure_cases(
     device: str, cases: Sequence[SelftestCase], max_time_s: float, warmup_steps: int, order_seed: int
 ) -> list[dict[str, Any]]:
-    """Time each case the way the runner does (`perfsuite.runner.run_case`), in an order shuffled by
+    """Time each case the way the runner does (`perfsuite.run.runner.run_case`), in an order shuffled by
     `order_seed`, so no case always runs first or last in its process. One record per case."""
-    from perfsuite.runner import run_case
+    from perfsuite.run.runner import run_case
 
     order = list(cases)
     random.Random(order_seed).shuffle(order)
@@ -333,8 +333,8 @@ def measure_interleaved(fixture: Any, case: Case, max_time_s: float, warmup_step
     pedantic mode and its untimed `setup`. The reference then sees the same moments of the machine as
     the rounds, where the runner's 10 rounds before and after see others. Rounds: as many as fit in
     `max_time_s`, at least 5. Returns the figures `measure_cases` stores; memory is not measured."""
-    from perfsuite.runner import REFERENCE_SIDE
-    from perfsuite.steps import prepare_case
+    from perfsuite.run.runner import REFERENCE_SIDE
+    from perfsuite.run.steps import prepare_case
 
     prepared = prepare_case(case, get_workload(case.model))
     try:
@@ -428,7 +428,7 @@ def measure_accuracy(
     turn `alternations` times (so a slow spell of the machine hits both); each figure is the median of its
     turns. On CUDA, CUDA events replace blocked_autorange in each turn, and torch.profiler's GPU times
     (which host noise does not move) are taken once, over 20 steps, after the turns."""
-    from perfsuite.steps import prepare_case
+    from perfsuite.run.steps import prepare_case
 
     case = selftest_case.case
     prepared = prepare_case(case, get_workload(case.model))
@@ -465,7 +465,7 @@ def measure_overhead(device: str, rounds: int = 2000) -> dict[str, Any]:
     synchronize; a real step's round carries the same cost. The parts are timed alone too, and a step of
     one tiny device operation shows the cost of waiting for real (if tiny) device work.
     """
-    from perfsuite.steps import PreparedCase
+    from perfsuite.run.steps import PreparedCase
 
     case = Case(device, "fp32", "selftest-empty", 1, "infer", "smoke")
     empty = PreparedCase(case, run_step=lambda: None, parameter_count=0, config_digest="")
@@ -551,7 +551,7 @@ def _run_subprocess(role: str, plan: SelftestPlan, index: int, timeout_s: float)
     with tempfile.TemporaryDirectory(prefix="perfsuite-selftest-") as directory:
         out = Path(directory) / "out.json"
         command = [
-            sys.executable, "-m", "perfsuite.selftest", role, "--plan", json.dumps(asdict(plan)),
+            sys.executable, "-m", "perfsuite.selftest.measure", role, "--plan", json.dumps(asdict(plan)),
             "--index", str(index), "--out", str(out),
         ]
         try:
@@ -1076,8 +1076,8 @@ def _compact_number_lists(text: str) -> str:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    """The subprocess entry: `python -m perfsuite.selftest worker|probe --plan JSON --index I --out FILE`."""
-    parser = argparse.ArgumentParser(prog="python -m perfsuite.selftest", description=_main.__doc__)
+    """The subprocess entry: `python -m perfsuite.selftest.measure worker|probe --plan JSON --index I --out FILE`."""
+    parser = argparse.ArgumentParser(prog="python -m perfsuite.selftest.measure", description=_main.__doc__)
     parser.add_argument("role", choices=("worker", "probe"))
     parser.add_argument("--plan", required=True, help="the SelftestPlan as JSON")
     parser.add_argument("--index", type=int, default=0)

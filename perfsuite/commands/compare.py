@@ -14,8 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfsuite.baselines import baseline_path, machine_slug
-from perfsuite.compare import (
+from perfsuite.analyse.compare import (
     CompareError,
     Comparison,
     ResultSet,
@@ -26,7 +25,14 @@ from perfsuite.compare import (
     read_result_set,
     select_device,
 )
-from perfsuite.report import PlottingUnavailable, plot_ratio_chart, render_csv, render_markdown, render_terminal
+from perfsuite.render.comparison import (
+    PlottingUnavailable,
+    plot_ratio_chart,
+    render_csv,
+    render_markdown,
+    render_terminal,
+)
+from perfsuite.store.baselines import baseline_path, machine_slug
 
 DEFAULT_RUNS_DIR = ".benchmarks"
 DEFAULT_BASELINES_DIR = "baselines"
@@ -137,7 +143,7 @@ def _default_b(baselines_dir: Path) -> ResultSet:
 def _this_machines_baselines(baselines_dir: Path) -> list[Path]:
     """This machine's file in each device folder of the store, `<device>/<machine-slug>.json`."""
     # Imported here: the fingerprint needs torch and is only wanted when no saved run exists.
-    from perfsuite.devices import machine_fingerprint
+    from perfsuite.run.devices import machine_fingerprint
 
     fingerprint = machine_fingerprint()
     device_dirs = sorted(d for d in baselines_dir.glob("*") if d.is_dir() and d.name != REFERENCE_FOLDER)

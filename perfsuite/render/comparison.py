@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfsuite.compare import KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
+from perfsuite.analyse.compare import KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
 
 NOT_STATED = "?"
 ABSENT = "-"

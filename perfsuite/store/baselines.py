@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite.results import CaseResult
-from perfsuite.stats import check_tolerance
+from perfsuite.judge.stats import check_tolerance
+from perfsuite.records import CaseResult
 
 SCHEMA = "perfsuite-baseline"
 SCHEMA_VERSION = 1

@@ -3,7 +3,7 @@
 A result set is a baseline file (or a folder of them), the JSON a perfsuite run writes through
 pytest-benchmark (`--benchmark-json`, `--benchmark-save`), or a file of published figures
 (`baselines/reference/`). Reading turns each into one frame of cases; the decisions (which rows join, the
-time ratio, the geometric mean) are pure functions on those frames; `perfsuite.report` renders the result.
+time ratio, the geometric mean) are pure functions on those frames; `perfsuite.render.comparison` renders the result.
 
 The ratio is the one the source article prints: B's time over A's time (CUDA time / MPS time there), so
 0.71 means A runs at 71% of B's speed.
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfsuite.baselines import machine_slug
+from perfsuite.store.baselines import machine_slug
 
 BASELINE_SCHEMA = "perfsuite-baseline"
 PUBLISHED_SCHEMA = "perfsuite-published-reference"

@@ -1,0 +1,1 @@
+"""Machine diagnosis: facts of this machine, and pure checks of those facts."""

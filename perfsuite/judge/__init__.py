@@ -1,0 +1,1 @@
+"""The regression decision: pure functions on records, no files, no torch."""

@@ -1,0 +1,1 @@
+"""Rendering for people: units, tables, the gate summary and comparison charts."""

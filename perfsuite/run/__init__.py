@@ -1,0 +1,1 @@
+"""Timed runs: devices, the composed step, the runner around pytest-benchmark, DDP and the DataLoader benchmark."""

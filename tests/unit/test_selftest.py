@@ -15,6 +15,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from perfsuite.commands import selftest as selftest_command
 from perfsuite.judge.stats import DecisionConfig, compare_times
 from perfsuite.run.steps import prepare_case
+from perfsuite.selftest import measure as selftest
+from perfsuite.selftest import report as selftest_report
 from perfsuite.selftest.measure import (
     CHAIN_BASE_BLOCKS,
     SelftestPlan,
@@ -29,8 +31,6 @@ from perfsuite.selftest.measure import (
     pooled_record,
     pytest_benchmark_fails,
 )
-from perfsuite.selftest import measure as selftest
-from perfsuite.selftest import report as selftest_report
 from perfsuite.selftest.report import band_choice, render_report, target_rows
 from perfsuite.workloads import get_workload
 

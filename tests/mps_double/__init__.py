@@ -18,8 +18,8 @@ torch/accelerator/memory.py and aten/src/ATen/mps/MPSEvent.mm):
 - Tensors asked for on "mps" are made on the CPU: a TorchFunctionMode rewrites every "mps" device argument, so
   factories, `Tensor.to` and `Module.to` all land on the CPU. `torch.autocast(device_type="mps")` runs CPU
   autocast after checking the dtype is one MPS autocast takes.
-- macOS facts: `platform.system()`, `platform.mac_ver()`, `platform.machine()`, and the answers of `sysctl`,
-  `sw_vers` and `xcode-select` through perfsuite's own command helpers.
+- macOS facts, as perfsuite's device layer and doctor see them (their `platform` module, `sysctl`, `sw_vers`
+  and `xcode-select` answers); other libraries keep seeing the real machine.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class MacFacts:
     """The Mac the double pretends to be."""
 
     macos_version: str = "14.5"
+    darwin_release: str = "23.5.0"
     machine: str = "arm64"
     chip: str = "Apple M2 Max"
     apple_silicon: bool = True
@@ -91,11 +92,12 @@ class FakeEvent:
 class MpsDouble:
     """The recorder that stands in for torch's MPS bindings; `calls` lists every binding called, in order."""
 
+    built: bool = True
     available: bool = True
     gpu_busy: bool = True
     peak_memory_stats: bool = True
     mac: MacFacts = field(default_factory=MacFacts)
-    recommended_max_memory_bytes: int = 22 * 2**30
+    recommended_max_memory_bytes: int = 22906503168  # what a 32 GB Apple-silicon Mac reports
     calls: list[str] = field(default_factory=list)
     events: dict[int, FakeEvent] = field(default_factory=dict)
     allocated_bytes: int = 0
@@ -124,7 +126,7 @@ class MpsDouble:
 
     def is_available(self) -> bool:
         self.calls.append("is_available")
-        return self.available
+        return self.built and self.available
 
     def device_synchronize(self) -> None:
         self.calls.append("deviceSynchronize")
@@ -246,7 +248,7 @@ class MpsDouble:
         """Replace torch's MPS bindings and the Mac's facts with this double's, through `patch(target, name, value)`
         (monkeypatch.setattr in a test, plain setattr in a pytest process of its own)."""
         bindings = {
-            "_has_mps": True,
+            "_has_mps": self.built,
             "_mps_is_available": self.is_available,
             "_mps_deviceSynchronize": self.device_synchronize,
             "_mps_acquireEvent": self.acquire_event,
@@ -267,6 +269,8 @@ class MpsDouble:
             "_accelerator_isAllocatorInitialized": self.is_allocator_initialized,
             "_accelerator_getDeviceStats": self.device_stats,
             "_accelerator_resetPeakStats": self.reset_peak_stats,
+            "_accelerator_emptyCache": self.empty_cache,
+            "_accelerator_synchronizeDevice": lambda device_index: self.device_synchronize(),
         }
         for name, value in bindings.items():
             patch(torch._C, name, value)
@@ -279,9 +283,11 @@ class MpsDouble:
         from perfsuite.run import devices
 
         answers = self.mac.command_answers()
-        patch(platform, "system", lambda: "Darwin")
-        patch(platform, "machine", lambda: self.mac.machine)
-        patch(platform, "mac_ver", lambda: (self.mac.macos_version, ("", "", ""), self.mac.machine))
+        # Only perfsuite's modules see the Mac: libraries that load macOS frameworks when they believe they
+        # are on Darwin (truststore, under huggingface_hub) keep the real platform.
+        mac_platform = _MacPlatform(self.mac)
+        patch(devices, "platform", mac_platform)
+        patch(doctor, "platform", mac_platform)
         patch(devices, "_sysctl", lambda name: answers.get(("sysctl", "-n", name)))
         patch(doctor, "_command_output", lambda command, extra_env=None: answers.get(tuple(command)))
 
@@ -318,6 +324,28 @@ class MpsDouble:
     def _check_device_index(self, device_index: int) -> None:
         if device_index != 0:
             raise MpsBindingMisuse(f"MPS has one device, index 0; asked for {device_index!r}")
+
+
+class _MacPlatform:
+    """The `platform` module as perfsuite's modules see it on the pretend Mac; other names are the real module's."""
+
+    def __init__(self, mac: MacFacts) -> None:
+        self.mac = mac
+
+    def system(self) -> str:
+        return "Darwin"
+
+    def machine(self) -> str:
+        return self.mac.machine
+
+    def mac_ver(self) -> tuple[str, tuple[str, str, str], str]:
+        return self.mac.macos_version, ("", "", ""), self.mac.machine
+
+    def release(self) -> str:
+        return self.mac.darwin_release
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(platform, name)
 
 
 class _KeepMpsOnCpu(TorchFunctionMode):

@@ -80,19 +80,25 @@ def one_step_gradients(
 
 def channels_last_gradients_match(
     module: torch.nn.Module,
-    inputs: torch.Tensor,
+    inputs: Any,
     target: Any,
     loss_of: Callable[[Any, Any], torch.Tensor],
     rtol: float = GRADIENT_RTOL,
     atol: float = GRADIENT_ATOL,
 ) -> GradientComparison:
-    """Compare one training step's gradients of `module` on 4-D `inputs` in the contiguous layout with those of a
-    copy in channels_last, on the device both are on. `module` itself is left as it was (its copies run the step,
-    so BatchNorm running statistics are not touched)."""
+    """Compare one training step's gradients of `module` on `inputs` (a tensor, or a dict of keyword tensors) in the
+    contiguous layout with those of a copy whose module and 4-D inputs are channels_last, on the device both are
+    on. `module` itself is left as it was (its copies run the step, so BatchNorm running statistics stay)."""
     contiguous = copy.deepcopy(module).train()
     channels_last = copy.deepcopy(module).train().to(memory_format=torch.channels_last)
-    reference = one_step_gradients(contiguous, inputs.contiguous(), target, loss_of)
-    candidate = one_step_gradients(
-        channels_last, inputs.contiguous(memory_format=torch.channels_last), target, loss_of
-    )
+    reference = one_step_gradients(contiguous, _in_layout(inputs, torch.contiguous_format), target, loss_of)
+    candidate = one_step_gradients(channels_last, _in_layout(inputs, torch.channels_last), target, loss_of)
     return compare_gradients(reference, candidate, rtol, atol)
+
+
+def _in_layout(inputs: Any, memory_format: torch.memory_format) -> Any:
+    if isinstance(inputs, dict):
+        return {name: _in_layout(value, memory_format) for name, value in inputs.items()}
+    if isinstance(inputs, torch.Tensor) and inputs.dim() == 4:
+        return inputs.contiguous(memory_format=memory_format)
+    return inputs

@@ -83,3 +83,22 @@ def test_the_message_names_the_case_and_says_it_is_not_timed():
     message = comparison.describe("mps-fp32-resnet18-bs64-train-channels-last")
     assert message.startswith("mps-fp32-resnet18-bs64-train-channels-last: channels_last gradients differ")
     assert "not timed" in message
+
+
+class KeywordConvnet(torch.nn.Module):
+    """A convnet called with keyword inputs, as sd15-unet is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = small_convnet()
+
+    def forward(self, sample: torch.Tensor, scale: float) -> torch.Tensor:
+        return self.body(sample) * scale
+
+
+def test_keyword_inputs_have_their_4d_tensors_put_in_channels_last():
+    model = KeywordConvnet()
+    model.body[1] = WrongBatchNormGradient(8)
+    inputs, target = images()
+    comparison = channels_last_gradients_match(model, {"sample": inputs, "scale": 2.0}, target, F.cross_entropy)
+    assert (comparison.matches, comparison.worst_parameter) == (False, "body.1.weight")

@@ -74,3 +74,11 @@ def calibrate(session: nox.Session) -> None:
     install(session)
     session.run("perfsuite", "selftest", *session.posargs)
     session.run("perfsuite", "selftest", "--report", *sorted(glob.glob("results/selftest/*.json")))
+
+
+@nox.session(name="mps-wheel")
+def mps_wheel(session: nox.Session) -> None:
+    """Check the MPS support table and the macOS MPS needs against the macOS arm64 wheel of the installed torch
+    version (downloads it, about 110 MB; not in the default sessions). E.g. `nox -s mps-wheel -- --wheel W.whl`."""
+    install(session)
+    session.run("python", "-m", "perfsuite.coverage.wheelcheck", *session.posargs)

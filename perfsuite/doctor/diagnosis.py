@@ -6,11 +6,9 @@ returns findings: `ok`, a `warning` (a feature is limited, the device still runs
 devices it names cannot run). Every finding that is not ok carries its fix.
 
 Version thresholds, and where they come from:
-- MPS needs macOS >= 12.3 (PyTorch's MPS backend notes; the source article says the same).
-- bf16 tensors on MPS need macOS 14 (pytorch/pytorch#119641); bf16 autocast on MPS needs torch >= 2.6
-  (pytorch/pytorch#139386), fp16 autocast on MPS torch >= 2.5 (pytorch/pytorch#99272).
-- GradScaler on MPS fails before torch 2.8 with a float64 cast (pytorch/pytorch#142397; huggingface/accelerate#3373
-  reports it working with 2.8).
+- The macOS MPS needs depends on the torch release (12.3 up to torch 2.5, 13.0 for 2.6-2.8, 14.0 from 2.9), and the
+  fp16/bf16 autocast, bf16 and GradScaler thresholds: `perfsuite.matrix.mps_support`, which cites its sources and is
+  shared with the case matrix and the device layer.
 - torch >= 2.0 is the source article's minimum; 2.2.2 is the last torch wheel for x86_64 macOS
   (pytorch/pytorch#141864), which is what a Rosetta Python gets.
 """
@@ -22,17 +20,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from perfsuite.matrix.mps_support import (
+    MIN_MACOS_FOR_MPS_BF16,
+    MIN_TORCH_FOR_MPS_BF16_AUTOCAST,
+    MIN_TORCH_FOR_MPS_FP16_AUTOCAST,
+    MIN_TORCH_FOR_MPS_GRAD_SCALER,
+    is_at_least,
+    min_macos_for_mps,
+)
+
 FACTS_VERSION = 1
 DEVICES = ("cpu", "mps", "cuda")
 STATUSES = ("ok", "warning", "problem")
 
 MIN_PYTHON = (3, 10)
 MIN_TORCH = (2, 0)
-MIN_MACOS_FOR_MPS = (12, 3)
-MIN_MACOS_FOR_MPS_BF16 = (14,)
-MIN_TORCH_FOR_MPS_FP16_AUTOCAST = (2, 5)
-MIN_TORCH_FOR_MPS_BF16_AUTOCAST = (2, 6)
-MIN_TORCH_FOR_MPS_GRAD_SCALER = (2, 8)
 
 Facts = Mapping[str, Any]
 # Versions are compared part by part, so they stay strings: 14.10 as a JSON number would read as 14.1.
@@ -106,7 +108,7 @@ def release(version: str | None) -> tuple[int, ...] | None:
 def at_least(version: str | None, minimum: tuple[int, ...]) -> bool | None:
     """Whether `version` is `minimum` or later; None when the version is unknown."""
     parts = release(version)
-    return None if parts is None else parts >= minimum
+    return None if parts is None else is_at_least(parts, minimum)
 
 
 def _dotted(minimum: tuple[int, ...]) -> str:
@@ -130,8 +132,14 @@ def _torch_imports(facts: Facts) -> bool:
     return bool(torch.get("version")) and not torch.get("import_error")
 
 
+def _min_macos_for_mps(facts: Facts) -> tuple[int, ...]:
+    """The macOS MPS needs under the torch of `facts` (the oldest requirement when torch is unknown)."""
+    return min_macos_for_mps(release(_section(facts, "torch").get("version")))
+
+
 def _macos_too_old_for_mps(facts: Facts) -> bool:
-    return _on_macos(facts) and at_least(_section(facts, "platform").get("macos_version"), MIN_MACOS_FOR_MPS) is False
+    macos = _section(facts, "platform").get("macos_version")
+    return _on_macos(facts) and at_least(macos, _min_macos_for_mps(facts)) is False
 
 
 def _runs_under_rosetta(facts: Facts) -> bool:
@@ -186,23 +194,28 @@ def check_torch(facts: Facts) -> list[Finding]:
 
 
 def check_macos_version(facts: Facts) -> list[Finding]:
-    """On macOS, the MPS backend needs 12.3 or later."""
+    """On macOS, the MPS backend needs the macOS its torch release was built for: 12.3 up to torch 2.5, 13.0 for
+    2.6-2.8, 14.0 from 2.9."""
     version = _section(facts, "platform").get("macos_version")
     if not _on_macos(facts) or release(version) is None:
         return []
+    needed = _dotted(_min_macos_for_mps(facts))
+    torch_version = _section(facts, "torch").get("version")
+    under = f"torch {torch_version}" if torch_version else "torch"
     if _macos_too_old_for_mps(facts):
+        fix = f"update macOS to {needed} or later (System Settings > General > Software Update)"
+        if needed != _dotted(min_macos_for_mps(None)):
+            fix += f", or install a torch release whose MPS runs on macOS {version}"
         return [
             Finding(
                 "macos",
                 "problem",
-                f"macOS {version} is older than {_dotted(MIN_MACOS_FOR_MPS)}: PyTorch's MPS backend needs "
-                f"{_dotted(MIN_MACOS_FOR_MPS)} or later",
-                f"update macOS to {_dotted(MIN_MACOS_FOR_MPS)} or later (System Settings > General > Software "
-                "Update); 14 or later also gives bf16 on MPS",
+                f"macOS {version} is older than {needed}: the MPS backend of {under} needs {needed} or later",
+                fix + f"; macOS {_dotted(MIN_MACOS_FOR_MPS_BF16)} or later also gives bf16 on MPS",
                 ("mps",),
             )
         ]
-    return [Finding("macos", "ok", f"macOS {version} (MPS needs >= {_dotted(MIN_MACOS_FOR_MPS)})")]
+    return [Finding("macos", "ok", f"macOS {version} (the MPS backend of {under} needs >= {needed})")]
 
 
 def check_native_python(facts: Facts) -> list[Finding]:
@@ -275,7 +288,8 @@ def check_mps(facts: Facts) -> list[Finding]:
                 f"MPS is absent: MPS exists only on macOS with Apple silicon, this is {platform.get('system')} "
                 f"{platform.get('machine')}, and torch {version} {built} (torch.backends.mps.is_built() is "
                 f"{bool(torch.get('mps_built'))})",
-                "run MPS benchmarks on an Apple-silicon Mac (macOS >= 12.3, arm64 Python, torch from PyPI); "
+                f"run MPS benchmarks on an Apple-silicon Mac (macOS >= {_dotted(_min_macos_for_mps(facts))}, arm64 "
+                "Python, torch from PyPI); "
                 "here use --device cpu, or cuda where an NVIDIA GPU is present",
                 ("mps",),
             )
@@ -301,8 +315,9 @@ def check_mps(facts: Facts) -> list[Finding]:
             "mps",
             "problem",
             "torch has MPS built in but torch.backends.mps.is_available() is False, for no reason these facts show",
-            "check, as the source article advises, that macOS is >= 12.3 and the Xcode command line tools are "
-            "installed (xcode-select --install); then upgrade torch (python -m pip install --upgrade torch)",
+            f"check, as the source article advises, that macOS is >= {_dotted(_min_macos_for_mps(facts))} and the "
+            "Xcode command line tools are installed (xcode-select --install); then upgrade torch "
+            "(python -m pip install --upgrade torch)",
             ("mps",),
         )
     ]
@@ -318,24 +333,48 @@ def _mps_ok_summary(torch: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def mps_fallback_setting(value: str | None) -> bool | None:
+    """Whether torch turns the CPU fallback on for PYTORCH_ENABLE_MPS_FALLBACK=`value`: MPSFallback.mm reads it
+    with std::stoi, so any integer other than 0 turns it on (" 2", "+1", "1abc" too). None for a value stoi cannot
+    read, on which torch throws while registering its MPS kernels."""
+    if value is None:
+        return False
+    match = re.match(r"\s*[+-]?(\d+)", value)
+    return None if match is None else int(match.group(1)) != 0
+
+
 def check_mps_fallback(facts: Facts) -> list[Finding]:
-    """PYTORCH_ENABLE_MPS_FALLBACK=1 moves ops without an MPS kernel to the CPU, which skews MPS timings."""
+    """PYTORCH_ENABLE_MPS_FALLBACK set to a non-zero integer moves ops without an MPS kernel to the CPU, which skews
+    MPS timings."""
     if not _on_macos(facts):
         return []
     value = _section(facts, "environment").get("PYTORCH_ENABLE_MPS_FALLBACK")
-    if value == "1":
+    enabled = mps_fallback_setting(value)
+    if enabled is None:
         return [
             Finding(
                 "mps-fallback",
                 "warning",
-                "PYTORCH_ENABLE_MPS_FALLBACK=1: ops without an MPS kernel run on the CPU, so MPS timings include "
-                "CPU work and copies",
-                "unset PYTORCH_ENABLE_MPS_FALLBACK so a missing kernel raises NotImplementedError, or keep it and "
-                "check which ops fell back before trusting the timings",
+                f"PYTORCH_ENABLE_MPS_FALLBACK={value!r} is not an integer: torch reads it with std::stoi, which "
+                "throws on it when the MPS backend loads",
+                "unset PYTORCH_ENABLE_MPS_FALLBACK (or set it to 0, or to 1 to run ops without an MPS kernel on "
+                "the CPU)",
                 ("mps",),
             )
         ]
-    shown = "unset" if value is None else f"{value!r}, not 1"
+    if enabled:
+        return [
+            Finding(
+                "mps-fallback",
+                "warning",
+                f"PYTORCH_ENABLE_MPS_FALLBACK={value}: ops without an MPS kernel run on the CPU, so MPS timings "
+                "include CPU work and copies",
+                "unset PYTORCH_ENABLE_MPS_FALLBACK (or set it to 0) so a missing kernel raises NotImplementedError, "
+                "or keep it and check which ops fell back before trusting the timings",
+                ("mps",),
+            )
+        ]
+    shown = "unset" if value is None else f"{value!r}, which torch reads as 0"
     return [
         Finding(
             "mps-fallback",

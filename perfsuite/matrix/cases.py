@@ -99,17 +99,53 @@ def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> l
 
 def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
     """Why `case` cannot run on this machine, or None when it can."""
+    from perfsuite.matrix import mps_support as mps  # the MPS release facts, declared once for the doctor too
+
     if case.device in facts.unavailable_reasons:
         return f"{case.device} unavailable: {facts.unavailable_reasons[case.device]}"
     if case.device != "mps":
         return None
+    torch_version = facts.torch_version
+    training = case.mode.split("-")[0] == "train"
+    if case.dtype == "fp16" and not mps.is_at_least(torch_version, mps.MIN_TORCH_FOR_MPS_FP16_AUTOCAST):
+        return (
+            f"fp16 autocast on MPS needs torch >= {mps.dotted(mps.MIN_TORCH_FOR_MPS_FP16_AUTOCAST)} "
+            f"(installed {_version(torch_version)})"
+        )
     if case.dtype == "bf16":
-        if facts.torch_version < (2, 6):
-            return f"bf16 autocast on MPS needs torch >= 2.6 (installed {_version(facts.torch_version)})"
-        if facts.macos_version is not None and facts.macos_version < (14, 0):
-            return f"bf16 on MPS needs macOS >= 14 (this is macOS {_version(facts.macos_version)})"
-    if case.dtype == "fp16" and case.mode == "train" and facts.torch_version < (2, 8):
-        return f"GradScaler on MPS (fp16 training) needs torch >= 2.8 (installed {_version(facts.torch_version)})"
+        if not mps.is_at_least(torch_version, mps.MIN_TORCH_FOR_MPS_BF16_AUTOCAST):
+            return (
+                f"bf16 autocast on MPS needs torch >= {mps.dotted(mps.MIN_TORCH_FOR_MPS_BF16_AUTOCAST)} "
+                f"(installed {_version(torch_version)})"
+            )
+        if facts.macos_version is not None and not mps.is_at_least(facts.macos_version, mps.MIN_MACOS_FOR_MPS_BF16):
+            return (
+                f"bf16 on MPS needs macOS >= {mps.MIN_MACOS_FOR_MPS_BF16[0]} "
+                f"(this is macOS {_version(facts.macos_version)})"
+            )
+    if case.dtype == "fp16" and training:
+        if not mps.is_at_least(torch_version, mps.MIN_TORCH_FOR_MPS_GRAD_SCALER):
+            return (
+                f"GradScaler on MPS (fp16 training) needs torch >= {mps.dotted(mps.MIN_TORCH_FOR_MPS_GRAD_SCALER)} "
+                f"(installed {_version(torch_version)})"
+            )
+        if case.model in CONVOLUTIONAL_MODELS and mps.is_at_most(
+            torch_version, mps.LAST_TORCH_WITH_MPS_FP16_CONV_BACKWARD_ABORT
+        ):
+            return (
+                f"fp16 convolution backward can abort the process on MPS (pytorch/pytorch#119108; torch "
+                f"{_version(torch_version)}'s own MPS tests skip it); {case.model} trains convolutions"
+            )
+    if (
+        case.mode == "train-channels-last"
+        and case.model in BATCHNORM_MODELS
+        and mps.is_at_most(torch_version, mps.LAST_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_BUG)
+    ):
+        return (
+            "BatchNorm2d backward on channels_last input gives wrong gradients or a RuntimeError on MPS "
+            f"(pytorch/pytorch#175189, fixed after torch {mps.dotted(mps.NEWEST_TORCH_CHECKED)} by #181411/#188371; "
+            f"installed {_version(torch_version)}): timing it would time a wrong result"
+        )
     return None
 
 
@@ -135,3 +171,9 @@ def parse_version(text: str) -> tuple[int, int]:
 
 def _version(version: tuple[int, int]) -> str:
     return f"{version[0]}.{version[1]}"
+
+
+# Trainable models whose step runs nn.Conv2d (checked against the modules in tests/unit/test_cases.py).
+CONVOLUTIONAL_MODELS = ("resnet18", "sd15-unet")
+# Models with nn.BatchNorm2d layers (sd15-unet normalises with GroupNorm, which MPS handles in channels_last).
+BATCHNORM_MODELS = ("resnet18",)

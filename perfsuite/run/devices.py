@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from perfsuite.matrix.cases import DeviceFacts, parse_version
+from perfsuite.matrix.mps_support import dotted, min_macos_for_mps
 
 DEVICES = ("cpu", "cuda", "mps")
 
@@ -47,9 +48,10 @@ def availability(device: str) -> Availability:
                 False, f"torch {torch.__version__} was built without MPS (only macOS builds for Apple silicon have it)"
             )
         if not torch.backends.mps.is_available():
+            macos = dotted(min_macos_for_mps(parse_version(torch.__version__)))
             return Availability(
-                False, "torch has MPS but the device is unusable: it needs macOS >= 12.3 on Apple silicon "
-                "and a native arm64 Python (not Rosetta); run `perfsuite doctor --device mps`"
+                False, f"torch {torch.__version__} has MPS but the device is unusable: it needs macOS >= {macos} on "
+                "Apple silicon and a native arm64 Python (not Rosetta); run `perfsuite doctor --device mps`"
             )
         return Availability(True)
     raise ValueError(f"unknown device {device!r}; valid: {', '.join(DEVICES)}")
@@ -66,7 +68,7 @@ def device_count(device: str) -> int:
 def device_facts() -> DeviceFacts:
     """This machine's facts for the skip decisions of the case matrix."""
     unavailable = {d: a.reason for d in DEVICES if not (a := availability(d)).available}
-    macos = parse_version(platform.mac_ver()[0]) if sys.platform == "darwin" else None
+    macos = parse_version(platform.mac_ver()[0]) if _on_macos() else None
     return DeviceFacts(unavailable, parse_version(torch.__version__), macos)
 
 
@@ -89,11 +91,20 @@ def has_events(device: str) -> bool:
 
 
 def time_with_events_s(step: Callable[[], object], device: str, repeats: int) -> list[float]:
-    """Device time of `step` per call, in seconds, measured by an event pair around each call."""
-    event_class = torch.cuda.Event if device == "cuda" else torch.mps.event.Event
+    """Device time of `step` per call, in seconds, measured by an event pair around each call.
+
+    On MPS the pair is read after `torch.mps.synchronize()`, never after `end.synchronize()`: in torch's
+    MPSEvent.mm, Event.synchronize() consumes the completion flag that elapsed_time() then waits for, so
+    elapsed_time() blocks forever when the step was still running (pytorch/pytorch#162872). MPS stamps an event
+    when a host callback sees it complete, so its times include that callback's latency, and a step too short
+    to separate the two callbacks raises "End event ... was not recorded after start event": such a pair is
+    measured again, up to `repeats` extra times.
+    """
+    if device == "mps":
+        return _time_with_mps_events_s(step, repeats)
     times_s = []
     for _ in range(repeats):
-        start, end = event_class(enable_timing=True), event_class(enable_timing=True)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         step()
         end.record()
@@ -102,20 +113,68 @@ def time_with_events_s(step: Callable[[], object], device: str, repeats: int) ->
     return times_s
 
 
+MPS_UNORDERED_EVENTS_MESSAGE = "was not recorded after start event"
+
+
+def _time_with_mps_events_s(step: Callable[[], object], repeats: int) -> list[float]:
+    times_s: list[float] = []
+    unordered_pairs = 0
+    while len(times_s) < repeats:
+        start, end = torch.mps.event.Event(enable_timing=True), torch.mps.event.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        torch.mps.synchronize()
+        try:
+            times_s.append(start.elapsed_time(end) / 1000.0)
+        except RuntimeError as error:
+            if MPS_UNORDERED_EVENTS_MESSAGE not in str(error):
+                raise
+            unordered_pairs += 1
+            if unordered_pairs > repeats:
+                raise RuntimeError(
+                    f"MPS event timing: {unordered_pairs} event pairs came back unordered ({error}); the step is "
+                    "too short for MPS events, rely on the rounds' wall-clock times"
+                ) from None
+    return times_s
+
+
+MPS_PEAK_FIGURE = "mps_max_allocated_bytes"
+MPS_DRIVER_FIGURE = "mps_driver_allocated_bytes"
+
+
 def memory_figure_name(device: str) -> str:
-    """The name of the one memory figure reported for `device`; MPS has no peak API, so its figure is
-    the driver's allocation after the timed rounds, not a peak."""
-    return {
-        "cuda": "cuda_max_allocated_bytes",
-        "mps": "mps_driver_allocated_bytes",
-        "cpu": "cpu_peak_rss_bytes",
-    }[device]
+    """The name of the one memory figure reported for `device`.
+
+    On MPS: the allocator's peak (`torch.accelerator.max_memory_allocated()`) where the installed torch keeps
+    MPS peak statistics (torch 2.13.0 does; none of 2.5.1 to 2.12.0 does); otherwise the driver's allocation
+    after the timed rounds, which is not a peak.
+    """
+    if device == "mps":
+        return MPS_PEAK_FIGURE if mps_has_peak_memory() else MPS_DRIVER_FIGURE
+    return {"cuda": "cuda_max_allocated_bytes", "cpu": "cpu_peak_rss_bytes"}[device]
+
+
+def mps_has_peak_memory() -> bool:
+    """Whether torch's unified accelerator memory statistics answer for MPS with a peak: asked of the installed
+    torch, not inferred from its version."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None or not hasattr(accelerator, "memory_stats"):
+        return False
+    try:
+        torch.empty(1, device="mps")  # the statistics stay empty until the allocator has served a tensor
+        return "allocated_bytes.all.peak" in accelerator.memory_stats()
+    except (RuntimeError, ValueError):  # an allocator without statistics, or MPS not the current accelerator
+        return False
 
 
 def reset_memory_peak(device: str) -> None:
-    """Start a new peak-memory window where the device has one (CUDA; Linux RSS high-water mark)."""
+    """Start a new peak-memory window where the device has one (CUDA; MPS where torch keeps its peak; the Linux
+    RSS high-water mark)."""
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
+    elif device == "mps" and mps_has_peak_memory():
+        torch.accelerator.reset_peak_memory_stats()
     elif device == "cpu":
         _reset_linux_rss_peak()
 
@@ -128,10 +187,13 @@ def memory_figures_bytes(device: str) -> dict[str, int]:
             "cuda_max_reserved_bytes": torch.cuda.max_memory_reserved(),
         }
     if device == "mps":
-        return {
+        figures = {
             "mps_current_allocated_bytes": torch.mps.current_allocated_memory(),
-            "mps_driver_allocated_bytes": torch.mps.driver_allocated_memory(),
+            MPS_DRIVER_FIGURE: torch.mps.driver_allocated_memory(),
         }
+        if mps_has_peak_memory():
+            figures[MPS_PEAK_FIGURE] = torch.accelerator.max_memory_allocated()
+        return figures
     return {"cpu_peak_rss_bytes": _peak_rss_bytes()}
 
 
@@ -174,7 +236,7 @@ def machine_fingerprint() -> dict[str, object]:
     """Facts that identify the machine a result came from: OS, CPU, accelerator, memory, torch and CUDA."""
     fingerprint: dict[str, object] = {
         "os": platform.system(),
-        "os_version": platform.mac_ver()[0] if sys.platform == "darwin" else platform.release(),
+        "os_version": platform.mac_ver()[0] if _on_macos() else platform.release(),
         "machine_arch": platform.machine(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
@@ -199,7 +261,7 @@ def machine_fingerprint() -> dict[str, object]:
 
 
 def _cpu_model() -> str:
-    if sys.platform == "darwin":
+    if _on_macos():
         return _sysctl("machdep.cpu.brand_string") or platform.processor()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
@@ -210,13 +272,17 @@ def _cpu_model() -> str:
 
 
 def _memory_bytes() -> int | None:
-    if sys.platform == "darwin":
+    if _on_macos():
         value = _sysctl("hw.memsize")
         return int(value) if value else None
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return None
+
+
+def _on_macos() -> bool:
+    return platform.system() == "Darwin"
 
 
 def _sysctl(name: str) -> str | None:

@@ -39,8 +39,8 @@ def test_event_timing_measures_device_work_on_cuda():
 
 
 def test_each_device_names_its_memory_figure_for_what_it_is():
+    # MPS, whose figure depends on what the installed torch offers, is covered in test_mps_double.py.
     assert devices.memory_figure_name("cuda") == "cuda_max_allocated_bytes"
-    assert devices.memory_figure_name("mps") == "mps_driver_allocated_bytes"
     assert devices.memory_figure_name("cpu") == "cpu_peak_rss_bytes"
 
 

@@ -8,6 +8,8 @@ import platform
 from pathlib import Path
 
 import pytest
+import torch
+from mps_double import MacFacts, MpsDouble
 
 from perfsuite.commands import doctor
 from perfsuite.doctor.diagnosis import (
@@ -16,6 +18,7 @@ from perfsuite.doctor.diagnosis import (
     device_is_usable,
     diagnose,
     facts_shape_errors,
+    mps_fallback_setting,
     release,
     render_text,
     report_data,
@@ -144,7 +147,7 @@ def test_macos_12_2_makes_mps_unusable_with_a_macos_update_as_fix():
 
 def test_macos_12_2_is_warned_that_bf16_on_mps_needs_macos_14():
     bf16 = finding(diagnose(recorded("macos_12_2")), "mps-bf16")
-    assert bf16.summary == "bf16 on MPS needs macOS 14 or later; this is macOS 12.2"
+    assert bf16.summary == "bf16 on MPS needs macOS 14.0 or later; this is macOS 12.2"
 
 
 def test_torch_built_without_mps_on_a_mac_is_fixed_by_reinstalling_from_pypi():
@@ -165,7 +168,7 @@ def test_mps_unavailable_for_no_visible_reason_gets_the_article_fixes():
     facts = healthy_mac_facts()
     facts["torch"]["mps_available"] = False
     mps = finding(diagnose(facts), "mps")
-    assert "macOS is >= 12.3" in mps.fix and "xcode-select --install" in mps.fix
+    assert "macOS is >= 13.0" in mps.fix and "xcode-select --install" in mps.fix
 
 
 def test_missing_xcode_command_line_tools_is_a_warning_fixed_by_xcode_select_install():
@@ -391,3 +394,105 @@ def test_recorded_fixture_is_not_changed_by_diagnosis():
     before = copy.deepcopy(facts)
     diagnose(facts)
     assert facts == before
+
+
+# The minimum macOS follows the torch release
+
+
+def test_macos_13_with_torch_2_13_makes_mps_unusable_naming_macos_14():
+    facts = healthy_mac_facts()
+    facts["platform"]["macos_version"] = "13.6"
+    facts["torch"]["version"] = "2.13.0"
+    macos = finding(diagnose(facts), "macos")
+    assert (macos.status, macos.summary) == (
+        "problem",
+        "macOS 13.6 is older than 14.0: the MPS backend of torch 2.13.0 needs 14.0 or later",
+    )
+
+
+def test_macos_13_with_torch_2_8_can_use_mps():
+    facts = healthy_mac_facts()
+    facts["platform"]["macos_version"] = "13.6"
+    assert device_is_usable(diagnose(facts), "mps")
+
+
+def test_macos_12_5_with_torch_2_6_makes_mps_unusable_naming_macos_13():
+    facts = healthy_mac_facts()
+    facts["platform"]["macos_version"] = "12.5"
+    facts["torch"]["version"] = "2.6.0"
+    assert "older than 13.0" in finding(diagnose(facts), "macos").summary
+
+
+# PYTORCH_ENABLE_MPS_FALLBACK as torch reads it (std::stoi in MPSFallback.mm)
+
+
+@pytest.mark.parametrize(("value", "enabled"), [(None, False), ("0", False), ("1", True), ("2", True), (" 1", True),
+                                                ("+1", True), ("00", False), ("yes", None)])
+def test_mps_fallback_setting_is_read_as_torch_reads_it(value, enabled):
+    assert mps_fallback_setting(value) is enabled
+
+
+def test_mps_fallback_set_to_2_warns_that_timings_include_cpu_work():
+    facts = healthy_mac_facts()
+    facts["environment"]["PYTORCH_ENABLE_MPS_FALLBACK"] = "2"
+    fallback = finding(diagnose(facts), "mps-fallback")
+    assert fallback.status == "warning" and "timings include CPU work" in fallback.summary
+
+
+def test_mps_fallback_set_to_a_word_is_a_warning_to_unset_it():
+    facts = healthy_mac_facts()
+    facts["environment"]["PYTORCH_ENABLE_MPS_FALLBACK"] = "true"
+    fallback = finding(diagnose(facts), "mps-fallback")
+    assert fallback.status == "warning" and "not an integer" in fallback.summary
+
+
+# The recorded facts agree with what gather_facts records on those machines (a test double of torch's MPS
+# bindings stands in for each Mac: this checks the facts' plumbing, not Metal)
+
+# The CPU fp16 autocast probe's answer per torch release, as issue 16 records it (a matmul under CPU fp16
+# autocast stays float32 on 2.1, is float16 from 2.2).
+CPU_FP16_AUTOCAST_BY_TORCH = {"2.1.2": False, "2.2.2": True, "2.4.0a0+gitd990dad": True, "2.5.1": True}
+
+
+def gathered_on(monkeypatch, facts: dict) -> dict:
+    """What gather_facts records on the Mac that `facts` describe, with torch's MPS bindings doubled."""
+    platform_facts, torch_facts = facts["platform"], facts["torch"]
+    mac = MacFacts(
+        macos_version=platform_facts["macos_version"], darwin_release=platform_facts["release"],
+        machine=platform_facts["machine"], chip=platform_facts["chip"], apple_silicon=platform_facts["apple_silicon"],
+        rosetta_translated=platform_facts["rosetta_translated"],
+        xcode_command_line_tools=platform_facts["xcode_command_line_tools"],
+    )
+    double = MpsDouble(built=torch_facts["mps_built"], available=torch_facts["mps_available"], mac=mac)
+    double.install(lambda target, name, value: monkeypatch.setattr(target, name, value, raising=False))
+    torch_release = release(torch_facts["version"])
+    if torch_release < (2, 4):  # torch.mps.device_count() is absent from 2.1.2 and 2.2.2
+        monkeypatch.delattr(torch.mps, "device_count", raising=False)
+    if torch_release < (2, 5):  # torch.mps.recommended_max_memory() arrived in 2.5
+        monkeypatch.delattr(torch.mps, "recommended_max_memory", raising=False)
+    return doctor.gather_facts()
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
+def test_recorded_platform_facts_are_what_gather_facts_records_there(path, monkeypatch):
+    facts = json.loads(path.read_text())
+    assert gathered_on(monkeypatch, facts)["platform"] == facts["platform"]
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
+def test_recorded_mps_facts_are_what_gather_facts_records_there(path, monkeypatch):
+    facts = json.loads(path.read_text())
+    keys = ("mps_built", "mps_available", "mps_device_count", "mps_recommended_max_memory_bytes")
+    gathered = gathered_on(monkeypatch, facts)["torch"]
+    assert {k: facts["torch"][k] for k in keys} == {k: gathered[k] for k in keys}
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
+def test_recorded_cpu_fp16_autocast_is_what_the_probe_answers_on_that_torch(path):
+    facts = json.loads(path.read_text())
+    assert facts["torch"]["cpu_fp16_autocast"] is CPU_FP16_AUTOCAST_BY_TORCH[facts["torch"]["version"]]
+
+
+def test_a_rosetta_process_records_the_virtual_chip_sysctl_reports(monkeypatch):
+    facts = recorded("rosetta_python")
+    assert gathered_on(monkeypatch, facts)["platform"]["chip"] == "VirtualApple @ 2.50GHz"

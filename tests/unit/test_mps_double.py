@@ -1,0 +1,164 @@
+"""The device layer's MPS paths, run against the test double of torch's MPS bindings (tests/mps_double).
+
+These check plumbing, not Metal: which bindings perfsuite calls, with which arguments, and in an order torch's
+MPSEvent.mm survives. No figure here is a measurement of an Apple GPU.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import pytest
+import torch
+from mps_double import MpsDouble, MpsEventHang
+
+from perfsuite.run import devices
+
+
+def install(monkeypatch: pytest.MonkeyPatch, double: MpsDouble) -> MpsDouble:
+    double.install(lambda target, name, value: monkeypatch.setattr(target, name, value, raising=False))
+    return double
+
+
+@pytest.fixture
+def mps(monkeypatch):
+    double = install(monkeypatch, MpsDouble())
+    with double.tensors_on_cpu():
+        yield double
+
+
+def step_of(seconds: float):
+    """A step that keeps the (pretend) GPU busy for `seconds`."""
+    return lambda: time.sleep(seconds)
+
+
+# The double itself models torch's event semantics
+
+
+def test_the_double_hangs_like_torch_when_end_synchronize_precedes_elapsed_time(mps):
+    start, end = torch.mps.event.Event(enable_timing=True), torch.mps.event.Event(enable_timing=True)
+    start.record()
+    end.record()
+    end.synchronize()
+    with pytest.raises(MpsEventHang, match="pytorch/pytorch#162872"):
+        start.elapsed_time(end)
+
+
+def test_the_double_serves_elapsed_time_after_a_device_synchronize(mps):
+    start, end = torch.mps.event.Event(enable_timing=True), torch.mps.event.Event(enable_timing=True)
+    start.record()
+    step_of(0.002)()
+    end.record()
+    torch.mps.synchronize()
+    assert start.elapsed_time(end) >= 2.0
+
+
+def test_the_double_rejects_an_event_id_torch_never_gave(mps):
+    with pytest.raises(RuntimeError, match="Invalid Event ID: 99"):
+        torch._C._mps_recordEvent(99)
+
+
+# devices.py on MPS
+
+
+def test_mps_is_available_under_the_double(mps):
+    assert devices.availability("mps") == devices.Availability(True)
+
+
+def test_unusable_mps_names_the_macos_the_installed_torch_needs(monkeypatch):
+    install(monkeypatch, MpsDouble(available=False))
+    reason = devices.availability("mps").reason
+    needed = "14.0" if devices.parse_version(torch.__version__) >= (2, 9) else "13.0"
+    assert f"needs macOS >= {needed}" in reason
+
+
+def test_mps_synchronize_reaches_the_device_binding(mps):
+    devices.synchronize("mps")
+    assert mps.calls == ["deviceSynchronize"]
+
+
+def test_mps_event_timing_does_not_hang_on_a_busy_gpu(mps):
+    times_s = devices.time_with_events_s(step_of(0.002), "mps", repeats=3)
+    assert len(times_s) == 3 and all(0.002 <= t < 1.0 for t in times_s)
+
+
+def test_mps_event_timing_synchronizes_the_device_not_the_end_event(mps):
+    devices.time_with_events_s(step_of(0.0), "mps", repeats=1)
+    assert "synchronizeEvent" not in mps.calls
+    assert mps.calls.index("deviceSynchronize") < mps.calls.index("elapsedTimeOfEvents")
+
+
+def test_mps_event_timing_measures_an_unordered_pair_again(mps):
+    mps.unordered_event_pairs_to_come = 2
+    times_s = devices.time_with_events_s(step_of(0.001), "mps", repeats=3)
+    assert len(times_s) == 3 and mps.calls.count("elapsedTimeOfEvents") == 5
+
+
+def test_mps_event_timing_gives_up_when_every_pair_is_unordered(mps):
+    mps.unordered_event_pairs_to_come = 100
+    with pytest.raises(RuntimeError, match="too short for MPS events"):
+        devices.time_with_events_s(step_of(0.0), "mps", repeats=2)
+
+
+def test_mps_events_are_released_after_timing(mps):
+    devices.time_with_events_s(step_of(0.0), "mps", repeats=2)
+    gc.collect()
+    assert mps.events == {}
+
+
+def test_mps_memory_figure_is_the_allocator_peak_where_torch_keeps_one(mps):
+    assert devices.memory_figure_name("mps") == "mps_max_allocated_bytes"
+
+
+def test_mps_memory_figure_falls_back_to_the_driver_allocation_without_peak_statistics(monkeypatch):
+    double = install(monkeypatch, MpsDouble(peak_memory_stats=False))
+    with double.tensors_on_cpu():
+        assert devices.memory_figure_name("mps") == "mps_driver_allocated_bytes"
+
+
+def test_mps_peak_covers_the_window_since_the_reset(mps):
+    mps.allocate(300)
+    mps.free(300)
+    devices.reset_memory_peak("mps")
+    mps.allocate(100)
+    mps.free(50)
+    figures = devices.memory_figures_bytes("mps")
+    assert figures == {
+        "mps_current_allocated_bytes": 50,
+        "mps_driver_allocated_bytes": 300,
+        "mps_max_allocated_bytes": 100,
+    }
+
+
+def test_mps_memory_figures_without_peak_statistics_are_the_driver_and_current_allocation(monkeypatch):
+    double = install(monkeypatch, MpsDouble(peak_memory_stats=False))
+    double.allocate(200)
+    with double.tensors_on_cpu():
+        devices.reset_memory_peak("mps")
+        figures = devices.memory_figures_bytes("mps")
+    assert figures == {"mps_current_allocated_bytes": 200, "mps_driver_allocated_bytes": 200}
+
+
+def test_the_runner_finds_its_memory_figure_among_the_mps_figures(mps):
+    assert devices.memory_figure_name("mps") in devices.memory_figures_bytes("mps")
+
+
+def test_freeing_cached_memory_on_mps_empties_the_allocator_cache(mps):
+    devices.free_cached_memory("mps")
+    assert mps.calls[-1] == "emptyCache"
+
+
+def test_mps_device_facts_carry_the_macos_version(mps):
+    facts = devices.device_facts()
+    assert (facts.macos_version, facts.unavailable_reasons.get("mps")) == ((14, 5), None)
+
+
+def test_mps_fingerprint_names_the_chip(mps):
+    fingerprint = devices.machine_fingerprint()
+    assert (fingerprint["accelerator_name"], fingerprint["os_version"]) == ("Apple M2 Max", "14.5")
+
+
+def test_tensors_asked_for_on_mps_are_made_on_the_cpu(mps):
+    tensor = torch.ones(2, device="mps").to("mps")
+    assert tensor.device.type == "cpu" and mps.mps_tensor_requests == 2

@@ -1,0 +1,131 @@
+"""The MPS skip rules of the case matrix: which torch and macOS releases cannot run which cases, and why."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from perfsuite.matrix import mps_support
+from perfsuite.matrix.cases import BATCHNORM_MODELS, CONVOLUTIONAL_MODELS, Case, DeviceFacts, skip_reason
+from perfsuite.workloads import registered_workloads
+
+TRAINING_MODES = ("train", "train-checkpoint", "train-channels-last", "train-ddp")
+
+
+def mac(torch_version: tuple[int, int], macos_version: tuple[int, int] = (15, 0)) -> DeviceFacts:
+    return DeviceFacts(unavailable_reasons={}, torch_version=torch_version, macos_version=macos_version)
+
+
+def mps_case(dtype: str, model: str, mode: str) -> Case:
+    return Case("mps", dtype, model, 8, mode, "smoke")
+
+
+# fp16 autocast and GradScaler
+
+
+def test_fp16_inference_on_mps_needs_torch_2_5_for_autocast():
+    reason = skip_reason(mps_case("fp16", "bert-base", "infer"), mac((2, 4)))
+    assert reason == "fp16 autocast on MPS needs torch >= 2.5 (installed 2.4)"
+
+
+def test_fp16_inference_on_mps_runs_from_torch_2_5():
+    assert skip_reason(mps_case("fp16", "bert-base", "infer"), mac((2, 5))) is None
+
+
+@pytest.mark.parametrize("mode", TRAINING_MODES)
+def test_every_fp16_training_mode_on_mps_needs_torch_2_8_for_grad_scaler(mode):
+    reason = skip_reason(mps_case("fp16", "bert-base", mode), mac((2, 7)))
+    assert reason == "GradScaler on MPS (fp16 training) needs torch >= 2.8 (installed 2.7)"
+
+
+def test_bf16_on_mps_at_macos_14_0_is_not_skipped():
+    assert skip_reason(mps_case("bf16", "bert-base", "infer"), mac((2, 13), (14, 0))) is None
+
+
+# fp16 convolution backward (pytorch/pytorch#119108)
+
+
+@pytest.mark.parametrize("model", CONVOLUTIONAL_MODELS)
+@pytest.mark.parametrize("mode", ["train", "train-checkpoint", "train-channels-last"])
+def test_fp16_training_of_a_convolutional_model_on_mps_is_guarded(model, mode):
+    reason = skip_reason(mps_case("fp16", model, mode), mac((2, 13)))
+    assert reason is not None and "pytorch/pytorch#119108" in reason
+
+
+def test_fp16_inference_of_a_convolutional_model_on_mps_runs():
+    assert skip_reason(mps_case("fp16", "resnet18", "infer"), mac((2, 13))) is None
+
+
+def test_fp16_training_of_a_model_without_convolutions_on_mps_runs():
+    assert skip_reason(mps_case("fp16", "bert-base", "train"), mac((2, 13))) is None
+
+
+def test_fp16_convolution_guard_ends_after_the_newest_torch_checked():
+    assert skip_reason(mps_case("fp16", "resnet18", "train"), mac((2, 14))) is None
+
+
+def test_the_convolutional_models_are_the_trainable_workloads_with_conv2d_layers():
+    with_conv = [
+        name
+        for name, workload in registered_workloads().items()
+        if workload.trainable
+        and any(isinstance(m, torch.nn.Conv2d) for m in workload.build_module("smoke").modules())
+    ]
+    assert sorted(with_conv) == sorted(CONVOLUTIONAL_MODELS)
+
+
+# BatchNorm2d channels_last backward (pytorch/pytorch#175189)
+
+
+def test_resnet18_train_channels_last_on_mps_is_skipped_with_the_issue():
+    reason = skip_reason(mps_case("fp32", "resnet18", "train-channels-last"), mac((2, 13)))
+    assert reason is not None and "pytorch/pytorch#175189" in reason and "wrong gradients" in reason
+
+
+def test_resnet18_infer_channels_last_on_mps_runs():
+    assert skip_reason(mps_case("fp32", "resnet18", "infer-channels-last"), mac((2, 13))) is None
+
+
+def test_sd15_unet_train_channels_last_on_mps_runs():
+    assert skip_reason(mps_case("fp32", "sd15-unet", "train-channels-last"), mac((2, 13))) is None
+
+
+def test_resnet18_train_channels_last_on_the_cpu_runs():
+    case = Case("cpu", "fp32", "resnet18", 8, "train-channels-last", "smoke")
+    assert skip_reason(case, mac((2, 13))) is None
+
+
+def test_batchnorm_guard_ends_after_the_newest_torch_checked():
+    assert skip_reason(mps_case("fp32", "resnet18", "train-channels-last"), mac((2, 14))) is None
+
+
+def test_the_batchnorm_models_are_the_workloads_with_batchnorm2d_layers():
+    with_batchnorm = [
+        name
+        for name, workload in registered_workloads().items()
+        if any(isinstance(m, torch.nn.BatchNorm2d) for m in workload.build_module("smoke").modules())
+    ]
+    assert sorted(with_batchnorm) == sorted(BATCHNORM_MODELS)
+
+
+# The macOS each torch release needs for MPS
+
+
+@pytest.mark.parametrize(
+    ("torch_release", "macos"),
+    [((2, 0), (12, 3)), ((2, 5), (12, 3)), ((2, 6), (13, 0)), ((2, 8), (13, 0)), ((2, 9), (14, 0)), ((2, 13), (14, 0))],
+)
+def test_minimum_macos_for_mps_follows_the_torch_release(torch_release, macos):
+    assert mps_support.min_macos_for_mps(torch_release) == macos
+
+
+def test_minimum_macos_for_an_unknown_torch_is_the_oldest_requirement():
+    assert mps_support.min_macos_for_mps(None) == (12, 3)
+
+
+def test_a_patch_release_is_at_most_its_minor_release():
+    assert mps_support.is_at_most((2, 13, 1), (2, 13)) and not mps_support.is_at_most((2, 14, 0), (2, 13))
+
+
+def test_macos_14_counts_as_14_0():
+    assert mps_support.is_at_least((14,), (14, 0))

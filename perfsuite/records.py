@@ -1,20 +1,45 @@
-"""The result of one benchmark case, as the runner hands it to the gate, and how its units read.
+"""Records: what was measured and what came of it, as plain immutable data.
 
-A `CaseResult` is data only: every timed round in seconds, the throughput, one memory figure and the
-facts that decide whether two results may be compared at all (device, profile, config digest, torch
-version). Its statistics (median, IQR) are computed from the rounds, never stored separately, so they
-cannot disagree with them.
+- `Case` says *what* is measured (device, dtype, model, batch size, mode, profile): the identity of a
+  benchmark, declared here once and held by every other record.
+- `Run` is one process's timed run of a case: every round in seconds and the figures measured beside them.
+- `Measurement` is a case measured in one or more processes: its runs.
+- `StoredRun` is what a baseline keeps of a run, and `BaselineEntry` a case's history of stored runs with
+  the facts that must match before two measurements may be compared.
+
+Statistics (medians, IQR, samples/s, TFLOP/s) are derived from the rounds, never stored beside them, so they
+cannot disagree. Nothing here imports torch or any other perfsuite module.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
+# A figure recorded beside the times (extra_info in pytest-benchmark's JSON): JSON scalars only.
+Fact = str | int | float | bool | None
 MEMORY_FIGURES = ("cuda_max_allocated_bytes", "mps_driver_allocated_bytes", "cpu_peak_rss_bytes")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark: a model run in one mode, at one batch size and dtype, on one device, at one profile."""
+
+    device: str
+    dtype: str
+    model: str
+    batch_size: int
+    mode: str
+    profile: str
+
+    @property
+    def benchmark_id(self) -> str:
+        """The readable id, e.g. `mps-bf16-resnet18-bs64-train`; non-standard profiles add a suffix."""
+        suffix = "" if self.profile == "standard" else f"-{self.profile}"
+        return f"{self.device}-{self.dtype}-{self.model}-bs{self.batch_size}-{self.mode}{suffix}"
 
 
 def check_round_times(round_times_s: Sequence[float] | np.ndarray, where: str) -> None:
@@ -37,39 +62,42 @@ def check_round_times(round_times_s: Sequence[float] | np.ndarray, where: str) -
         )
 
 
-@dataclass(frozen=True)
-class CaseResult:
-    """One benchmark case measured in this session.
+def median_s(times_s: Sequence[float]) -> float:
+    """The median of `times_s` in seconds."""
+    return float(np.median(times_s))
 
-    `round_times_s` holds every timed round in seconds (device work finished inside each round);
-    `reference_round_times_s` optionally holds the rounds of a small fixed reference workload timed in
-    the same session, used to normalise machine drift between sessions.
+
+@dataclass(frozen=True)
+class Run:
+    """One process's timed run of `case`.
+
+    `round_times_s` holds every timed round in seconds (device work finished inside each round).
+    `samples_per_step` is what one step processes (the batch size, times the processes of a train-ddp step);
+    `flops_per_step` is one process's FLOPs per step (FlopCounterMode), None where not counted.
+    `memory_figure` names the one memory figure that belongs to this case and `memory_bytes` is its value.
+    `config_digest` hashes the model's parameter and input shapes; `threads` is torch's CPU thread count.
+    `gpu_busy_fraction` is GPU kernel time / step time from one profiled pass (CUDA only), `event_median_s`
+    the median of device-event times of a few steps; `facts` are further figures (e.g. denoising steps).
     """
 
-    benchmark_id: str
-    device: str
-    dtype: str
-    model: str
-    batch_size: int
-    mode: str
-    profile: str
+    case: Case
     round_times_s: tuple[float, ...]
-    samples_per_s: float
+    samples_per_step: int
+    flops_per_step: int | None
     memory_figure: str
     memory_bytes: int | None
-    flops_per_step: int | None
-    tflops_per_s: float | None
     config_digest: str
     torch_version: str
-    reference_round_times_s: tuple[float, ...] = ()
+    threads: int
+    parameter_count: int | None = None
+    gpu_busy_fraction: float | None = None
+    event_median_s: float | None = None
+    facts: Mapping[str, Fact] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # Tuples keep the dataclass hashable and immutable even when a list was passed in.
+        # A tuple keeps the record immutable even when a list was passed in.
         object.__setattr__(self, "round_times_s", tuple(float(t) for t in self.round_times_s))
-        object.__setattr__(self, "reference_round_times_s", tuple(float(t) for t in self.reference_round_times_s))
-        check_round_times(self.round_times_s, self.benchmark_id)
-        if self.reference_round_times_s:
-            check_round_times(self.reference_round_times_s, f"{self.benchmark_id} (reference workload)")
+        check_round_times(self.round_times_s, self.case.benchmark_id)
 
     @property
     def rounds(self) -> int:
@@ -79,7 +107,7 @@ class CaseResult:
     @property
     def median_s(self) -> float:
         """Median round time in seconds."""
-        return float(np.median(self.round_times_s))
+        return median_s(self.round_times_s)
 
     @property
     def iqr_s(self) -> float:
@@ -88,35 +116,115 @@ class CaseResult:
         return float(q3 - q1)
 
     @property
-    def reference_median_s(self) -> float | None:
-        """Median round time of the reference workload in seconds, or None when it was not timed."""
-        if not self.reference_round_times_s:
+    def samples_per_s(self) -> float:
+        """Samples per second at the median round time."""
+        return self.samples_per_step / self.median_s
+
+    @property
+    def tflops_per_s(self) -> float | None:
+        """TFLOP/s at the median round time, over every process of a step; None where FLOPs were not counted."""
+        if not self.flops_per_step:
             return None
-        return float(np.median(self.reference_round_times_s))
+        processes = max(1, self.samples_per_step // self.case.batch_size)
+        return self.flops_per_step * processes / self.median_s / 1e12
 
 
-def format_seconds(seconds: float | None) -> str:
-    """A duration for people: `850 µs`, `12.3 ms`, `1.20 s` (three significant figures); `-` for None."""
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{_three_figures(seconds / scale)} {unit}"
-    return f"{_three_figures(seconds / 1e-9)} ns"
+@dataclass(frozen=True)
+class Measurement:
+    """A case measured in one or more fresh processes: `runs`, one per process, in the order they ran."""
+
+    case: Case
+    runs: tuple[Run, ...]
+
+    def __post_init__(self) -> None:
+        if not self.runs:
+            raise ValueError(f"{self.case.benchmark_id}: a measurement needs at least one run")
+        strangers = [r.case.benchmark_id for r in self.runs if r.case != self.case]
+        if strangers:
+            raise ValueError(f"{self.case.benchmark_id}: runs of other cases mixed in: {', '.join(strangers)}")
+
+    @property
+    def run_medians_s(self) -> tuple[float, ...]:
+        """Each run's median round time in seconds."""
+        return tuple(r.median_s for r in self.runs)
+
+    @property
+    def median_s(self) -> float:
+        """The median of the runs' medians, in seconds: the measurement's time per step."""
+        return median_s(self.run_medians_s)
+
+    @property
+    def round_times_s(self) -> tuple[float, ...]:
+        """Every round of every run, run after run (what pytest-benchmark's statistics are computed on)."""
+        return tuple(t for r in self.runs for t in r.round_times_s)
+
+    @property
+    def last(self) -> Run:
+        """The last run: its figures stand for the measurement where one value is shown."""
+        return self.runs[-1]
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples per second at the measurement's median time."""
+        return self.last.samples_per_step / self.median_s
 
 
-def format_bytes(size_bytes: int | None) -> str:
-    """A memory size for people in binary units: `512 MiB`, `1.50 GiB`; `-` for None."""
-    if size_bytes is None:
-        return "-"
-    value = float(size_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024:
-            return f"{_three_figures(value)} {unit}"
-        value /= 1024
-    return f"{_three_figures(value)} TiB"
+@dataclass(frozen=True)
+class StoredRun:
+    """What a baseline keeps of one run: its median over every round, its round count, at most
+    `MAX_STORED_ROUNDS` of its rounds (evenly spaced), its memory figure, and when and at which commit."""
+
+    median_s: float
+    rounds: int
+    round_times_s: tuple[float, ...]
+    memory_bytes: int | None
+    recorded_at: str
+    commit: str | None
 
 
-def _three_figures(value: float) -> str:
-    # `.3g` would write 1500 as 1.5e+03; whole numbers from 100 up read better without an exponent.
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+@dataclass(frozen=True)
+class BaselineEntry:
+    """A case's baseline: its history of runs, oldest first, and the facts a new measurement must share.
+
+    `machine` holds the facts that identify the machine the runs came from (see `run.devices.machine_identity`);
+    `tolerance` and `memory_tolerance` are the bands in force when it was recorded, as fractions.
+    """
+
+    case: Case
+    config_digest: str
+    torch_version: str
+    threads: int | None
+    machine: Mapping[str, str]
+    memory_figure: str
+    samples_per_step: int
+    flops_per_step: int | None
+    gpu_busy_fraction: float | None
+    tolerance: float
+    memory_tolerance: float
+    runs: tuple[StoredRun, ...]
+
+    @property
+    def run_medians_s(self) -> tuple[float, ...]:
+        """Each stored run's median round time in seconds, oldest first."""
+        return tuple(r.median_s for r in self.runs)
+
+    @property
+    def median_s(self) -> float:
+        """The median of the runs' medians, in seconds."""
+        return median_s(self.run_medians_s)
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """The median of the runs' memory figures in bytes (None when no run measured one)."""
+        values = [r.memory_bytes for r in self.runs if r.memory_bytes is not None]
+        return int(np.median(values)) if values else None
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples per second at the baseline's median time."""
+        return self.samples_per_step / self.median_s
+
+
+def is_finite_positive(value: object) -> bool:
+    """Whether `value` is a real number (not a bool), finite and > 0."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0

@@ -29,17 +29,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfsuite.store.baselines import machine_slug
+from perfsuite.errors import BadFileError
+from perfsuite.records import BaselineEntry
+from perfsuite.store.baselines import SCHEMA as BASELINE_SCHEMA
+from perfsuite.store.baselines import baseline_from_json, machine_slug
 
-BASELINE_SCHEMA = "perfsuite-baseline"
 PUBLISHED_SCHEMA = "perfsuite-published-reference"
-SCHEMA_VERSION = 1
+PUBLISHED_SCHEMA_VERSION = 1
 
 KEY_FIELDS = ("model", "mode", "dtype", "batch_size", "profile")
 KEY_FIELD_WORDS = {"model": "model", "mode": "mode", "dtype": "dtype", "batch_size": "batch size", "profile": "profile"}
 
 CASE_COLUMNS = (
-    "benchmark_id", "device", *KEY_FIELDS, "time_s", "iqr_s", "rounds", "samples_per_s",
+    "benchmark_id", "device", *KEY_FIELDS, "time_s", "iqr_s", "rounds", "samples_per_s", "tflops_per_s",
     "memory_figure", "memory_bytes", "config_digest", "torch_version", "machine", "source",
 )
 SIDES = ("both", "A only", "B only")
@@ -49,7 +51,7 @@ COMPARISON_COLUMNS = (
     "memory_figure_a", "memory_figure_b", "benchmark_id_a", "benchmark_id_b", "note",
 )
 _INTEGER_COLUMNS = ("batch_size", "rounds", "memory_bytes", "memory_a_bytes", "memory_b_bytes")
-_FLOAT_COLUMNS = ("time_s", "iqr_s", "samples_per_s", "time_a_s", "time_b_s", "ratio_b_over_a",
+_FLOAT_COLUMNS = ("time_s", "iqr_s", "samples_per_s", "tflops_per_s", "time_a_s", "time_b_s", "ratio_b_over_a",
                   "samples_per_s_a", "samples_per_s_b")
 
 _WHAT_TO_PASS = (
@@ -213,11 +215,11 @@ def preferred_device(result_set: ResultSet) -> str | None:
     return None
 
 
-def _check_schema_version(document: Mapping[str, Any], source: str) -> None:
+def _check_published_schema_version(document: Mapping[str, Any], source: str) -> None:
     version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version != PUBLISHED_SCHEMA_VERSION:
         raise CompareError(
-            f"{source}: schema_version {version!r} is not one this perfsuite reads ({SCHEMA_VERSION}); "
+            f"{source}: schema_version {version!r} is not one this perfsuite reads ({PUBLISHED_SCHEMA_VERSION}); "
             "a newer file needs a newer perfsuite, an older one needs re-recording"
         )
 
@@ -232,26 +234,49 @@ def _entries(document: Mapping[str, Any], source: str) -> Mapping[str, Any]:
 
 
 def _from_baseline(document: Mapping[str, Any], source: str) -> ResultSet:
-    _check_schema_version(document, source)
-    machine = document.get("machine") if isinstance(document.get("machine"), dict) else {}
-    slug = _optional_str(machine.get("machine_slug"))
-    records = []
-    for benchmark_id, entry in _entries(document, source).items():
-        where = f"{source}, entry {benchmark_id}"
-        if not isinstance(entry, dict):
-            raise CompareError(f"{where}: an entry must be an object of fields")
-        record = _case_record(entry, where, published=False, default_device=document.get("device"))
-        record.update(benchmark_id=benchmark_id, time_s=_time_s(entry, "median_s", where), machine=slug, source=source)
-        records.append(record)
+    """A baseline file of either schema version, validated by the baseline store's own reader."""
+    try:
+        baseline = baseline_from_json(document, source)
+    except BadFileError as error:
+        raise CompareError(str(error)) from None
+    if not baseline.entries:
+        raise CompareError(f"{source}: the file holds no entries, so there is nothing to compare")
+    # Schema 1 names the machine once per file; schema 2 keeps the machine's identity in every entry.
+    file_slug = _optional_str(json_object(document.get("machine")).get("machine_slug"))
+    records = [
+        _baseline_record(entry, benchmark_id, file_slug, f"{source}, entry {benchmark_id}")
+        | {"benchmark_id": benchmark_id, "source": source}
+        for benchmark_id, entry in baseline.entries.items()
+    ]
     devices = ", ".join(sorted({r["device"] for r in records}))
-    description = f"{devices} on {_machine_words(machine, slug)}: baseline {source}"
+    machines = ", ".join(sorted({r["machine"] for r in records})) or "an unnamed machine"
+    description = f"{devices} on {machines}: baseline {source}"
     return ResultSet(source, "baseline", False, description, _case_frame(records))
 
 
+def _baseline_record(entry: BaselineEntry, benchmark_id: str, file_slug: str | None, where: str) -> dict[str, Any]:
+    """The case columns of one baseline entry: times from the median of its runs' medians, TFLOP/s over every
+    process of a step (as a run reports it), the machine as the store names its file."""
+    case = entry.case
+    if case.batch_size < 1:
+        raise CompareError(f"{where}: 'batch_size' must be a positive integer, got {case.batch_size!r}")
+    processes = max(1, entry.samples_per_step // case.batch_size)
+    return {
+        "device": case.device, "model": case.model, "mode": case.mode, "dtype": case.dtype,
+        "batch_size": case.batch_size, "profile": case.profile,
+        "time_s": entry.median_s, "iqr_s": None, "rounds": sum(run.rounds for run in entry.runs),
+        "samples_per_s": entry.samples_per_s,
+        "tflops_per_s": entry.flops_per_step * processes / entry.median_s / 1e12 if entry.flops_per_step else None,
+        "memory_figure": entry.memory_figure, "memory_bytes": entry.memory_bytes,
+        "config_digest": entry.config_digest, "torch_version": entry.torch_version,
+        "machine": file_slug or machine_slug(entry.machine, case.device, entry.machine.get("name")),
+    }
+
+
 def _from_published(document: Mapping[str, Any], source: str) -> ResultSet:
-    _check_schema_version(document, source)
-    machine = document.get("machine") if isinstance(document.get("machine"), dict) else {}
-    citation = document.get("source") if isinstance(document.get("source"), dict) else {}
+    _check_published_schema_version(document, source)
+    machine = json_object(document.get("machine"))
+    citation = json_object(document.get("source"))
     records = []
     for entry_id, entry in _entries(document, source).items():
         where = f"{source}, entry {entry_id}"
@@ -263,7 +288,7 @@ def _from_published(document: Mapping[str, Any], source: str) -> ResultSet:
         records.append(record)
     devices = ", ".join(sorted({r["device"] for r in records}))
     title = citation.get("title_en") or citation.get("title") or "a publication"
-    machine_words = machine.get("description") or _machine_words(machine, None)
+    machine_words = machine.get("description") or _machine_words(machine)
     description = f"published figures, not measurements: {machine_words} ({devices}), from {title}: {source}"
     return ResultSet(source, "published", True, description, _case_frame(records))
 
@@ -282,22 +307,21 @@ def _from_benchmark_json(document: Mapping[str, Any], source: str) -> ResultSet:
             f"{source}: the run holds only DataLoader cases, which have no model to compare; "
             f"read them with `perfsuite gains {source}`"
         )
-    machine_info = document.get("machine_info") if isinstance(document.get("machine_info"), dict) else {}
-    fingerprint = machine_info.get("perfsuite") if isinstance(machine_info.get("perfsuite"), dict) else {}
+    fingerprint = json_object(json_object(document.get("machine_info")).get("perfsuite"))
     records = []
     for benchmark in benchmarks:
         if not isinstance(benchmark, dict):
             raise CompareError(f"{source}: 'benchmarks' must be a list of objects")
         benchmark_id = str(benchmark.get("param") or benchmark.get("name") or "?")
         where = f"{source}, benchmark {benchmark_id}"
-        facts = benchmark.get("extra_info") if isinstance(benchmark.get("extra_info"), dict) else {}
+        facts = json_object(benchmark.get("extra_info"))
         missing = [f for f in ("device", *KEY_FIELDS) if f not in facts]
         if missing:
             raise CompareError(
                 f"{where}: no perfsuite facts in extra_info (missing {', '.join(missing)}), so this JSON was not "
                 "written by a perfsuite run; run the suite's benchmarks with --benchmark-json and pass that file"
             )
-        stats = benchmark.get("stats") if isinstance(benchmark.get("stats"), dict) else {}
+        stats = json_object(benchmark.get("stats"))
         record = _case_record(facts, where, published=False, default_device=None)
         record.update(
             benchmark_id=benchmark_id, time_s=_time_s(stats, "median", where),
@@ -324,8 +348,8 @@ def _run_machine(fingerprint: Mapping[str, Any], device: str) -> str | None:
     return _optional_str(fingerprint.get("machine_slug")) or machine_slug(fingerprint, device)
 
 
-def _machine_words(machine: Mapping[str, Any], slug: str | None) -> str:
-    return slug or machine.get("accelerator_name") or machine.get("cpu_model") or "an unnamed machine"
+def _machine_words(machine: Mapping[str, Any]) -> str:
+    return machine.get("accelerator_name") or machine.get("cpu_model") or "an unnamed machine"
 
 
 def _case_record(fields: Mapping[str, Any], where: str, published: bool, default_device: object) -> dict[str, Any]:
@@ -349,6 +373,7 @@ def _case_record(fields: Mapping[str, Any], where: str, published: bool, default
             raise CompareError(f"{where}: {field!r} must be a non-empty string, got {value!r}")
     record.update(
         samples_per_s=_optional_number(fields.get("samples_per_s")),
+        tflops_per_s=_optional_number(fields.get("tflops_per_s")),
         memory_figure=_optional_str(fields.get("memory_figure")),
         memory_bytes=_optional_number(fields.get("memory_bytes")),
         config_digest=_optional_str(fields.get("config_digest")),
@@ -370,6 +395,11 @@ def _optional_number(value: object) -> float | int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return value
+
+
+def json_object(value: object) -> Mapping[str, Any]:
+    """`value` when it is a JSON object, else an empty one: for optional sections of a result file."""
+    return value if isinstance(value, dict) else {}
 
 
 def _optional_str(value: object) -> str | None:

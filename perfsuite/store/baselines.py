@@ -1,102 +1,108 @@
-"""The baseline store: one JSON file per device and machine, read, validated and written atomically.
+"""The baseline store: one JSON file per device and machine, each entry a case's history of runs.
 
-Layout: `<baseline_dir>/<device>/<machine-slug>.json`, e.g. `baselines/cuda/nvidia-h200.json`. The format
-is documented in docs/gate.md ("Baseline store format"). Reading never changes a file; only
-`record_baselines` writes, and it is only called when the user asked for an update.
+Layout: `<baseline_dir>/<device>/<machine>.json`, e.g. `baselines/cuda/nvidia-h200.json`; `<machine>` is the
+`--perf-machine` name when given, else made from the hardware (`machine_slug`). The format (schema 2) is
+documented in docs/gate.md; schema-1 files (one run per entry, the machine once per file) are read as
+one-run histories and only rewritten, as schema 2, when the user records into them.
+
+Reading never changes a file. `record_runs` is the only writer: it appends runs to each entry's history
+(keeping the newest `MAX_HISTORY_RUNS`) under a lock, with an atomic replace, so a file is never half-written.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from perfsuite.judge.stats import check_tolerance
-from perfsuite.records import CaseResult
+from perfsuite.errors import BadFileError
+from perfsuite.judge.verdicts import REBASELINE_COMMAND
+from perfsuite.records import BaselineEntry, Case, StoredRun, is_finite_positive
+from perfsuite.store.jsonfile import parse_json_text, read_json_file
 
 SCHEMA = "perfsuite-baseline"
-SCHEMA_VERSION = 1
-MAX_STORED_ROUNDS = 200
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
+MAX_STORED_ROUNDS = 50
+MAX_HISTORY_RUNS = 20
 STORED_SIGNIFICANT_FIGURES = 4
-RECORD_COMMAND = "pytest --benchmark-only --perf-update-baseline"
+# Memory sizes are stored to the GiB in a machine's identity: the OS reports a few MiB more or less per boot.
+GIB = 2**30
+BAD_BASELINE_REMEDY = (
+    f"Restore it from version control (git checkout -- FILE), or move it aside and record afresh with "
+    f"`{REBASELINE_COMMAND}` (the bad file is kept beside it with a timestamped name)"
+)
 
 
-class BaselineFileError(Exception):
-    """A baseline file exists but cannot be used: the message names the file, the problem and the fix."""
-
-    def __init__(self, path: Path | str, problem: str, remedy: str | None = None) -> None:
-        self.path = Path(path)
-        self.problem = problem
-        self.remedy = remedy or (
-            f"Restore it from version control (git checkout -- {self.path}) or delete it and record a new "
-            f"baseline with `{RECORD_COMMAND}`."
-        )
-        super().__init__(f"baseline file {self.path}: {problem}. {self.remedy}")
-
-
-@dataclass(frozen=True)
-class BaselineEntry:
-    """The stored measurement of one benchmark id: raw round times (seconds) and the facts to compare them."""
-
-    device: str
-    dtype: str
-    model: str
-    batch_size: int
-    mode: str
-    profile: str
-    round_times_s: tuple[float, ...]
-    rounds: int
-    median_s: float
-    iqr_s: float
-    samples_per_s: float
-    memory_figure: str
-    memory_bytes: int | None
-    flops_per_step: float | None
-    tflops_per_s: float | None
-    config_digest: str
-    torch_version: str
-    commit: str | None
-    recorded_at: str
-    tolerance: float
-    memory_tolerance: float
-    reference_median_s: float | None
+def _remedy(path: Path | str) -> str:
+    return BAD_BASELINE_REMEDY.replace("FILE", str(path))
 
 
 @dataclass(frozen=True)
 class BaselineFile:
-    """The content of one baseline file: its device, the machine fingerprint and the entries by benchmark id.
-
-    Treat `machine` and `entries` as read-only; `merge_entries` returns a new file.
-    """
+    """The content of one baseline file: its device and the entries by benchmark id."""
 
     device: str
-    machine: Mapping[str, Any]
-    entries: Mapping[str, BaselineEntry] = field(default_factory=dict)
+    entries: Mapping[str, BaselineEntry]
     schema_version: int = SCHEMA_VERSION
 
 
-def machine_slug(fingerprint: Mapping[str, Any], device: str) -> str:
-    """A readable file name for the machine that ran `device`: the accelerator for cuda and mps, the CPU
-    model for cpu. "NVIDIA H200" -> "nvidia-h200", "Apple M2 Max" -> "apple-m2-max",
-    "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz" -> "intel-xeon-platinum-8375c".
+def machine_identity(fingerprint: Mapping[str, Any], device: str, name: str | None = None) -> dict[str, str]:
+    """The facts that say two results came from the same machine, as text.
+
+    With a `name` (`--perf-machine`, a fixed CI runner) the name alone. Otherwise, for cpu: the CPU model,
+    core count, memory (GiB), OS and architecture; for cuda: the GPU, their count, the driver and the host
+    CPU and core count (a launch-bound step follows the host); for mps: the chip, memory and macOS release.
     """
+    if name:
+        return {"name": name}
+    memory = fingerprint.get("memory_bytes")
+    facts: dict[str, Any] = {
+        "cpu_model": fingerprint.get("cpu_model"),
+        "cpu_count": fingerprint.get("cpu_count"),
+    }
+    if device == "cpu":
+        facts |= {
+            "memory_gib": round(memory / GIB) if isinstance(memory, int) else None,
+            "os": fingerprint.get("os"), "machine_arch": fingerprint.get("machine_arch"),
+        }
+    elif device == "cuda":
+        facts |= {
+            "accelerator_name": fingerprint.get("accelerator_name"),
+            "accelerator_count": fingerprint.get("accelerator_count"),
+            "cuda_driver_version": fingerprint.get("cuda_driver_version"),
+        }
+    else:
+        os_version = str(fingerprint.get("os_version") or "")
+        facts = {
+            "accelerator_name": fingerprint.get("accelerator_name"),
+            "memory_gib": round(memory / GIB) if isinstance(memory, int) else None,
+            "macos_release": ".".join(os_version.split(".")[:2]) or None,
+        }
+    return {key: str(value) for key, value in facts.items() if value is not None}
+
+
+def machine_slug(fingerprint: Mapping[str, Any], device: str, name: str | None = None) -> str:
+    """A readable file name for the machine: the `name` if given, else the accelerator for cuda and mps, the
+    CPU model for cpu. "NVIDIA H200" -> "nvidia-h200", "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz" ->
+    "intel-xeon-platinum-8375c"."""
+    if name:
+        return name
     name_key = "cpu_model" if device == "cpu" else "accelerator_name"
-    name = str(fingerprint.get(name_key) or "")
+    text = str(fingerprint.get(name_key) or "")
     # Trademark marks, clock speeds and the words CPU/Processor add nothing that tells two machines apart.
-    name = re.sub(r"\((?:r|tm|c)\)", " ", name, flags=re.IGNORECASE)
-    name = re.sub(r"@\s*[\d.]+\s*[gm]hz", " ", name, flags=re.IGNORECASE)
-    name = re.sub(r"\b(?:cpu|processor)\b", " ", name, flags=re.IGNORECASE)
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:64].strip("-")
+    text = re.sub(r"\((?:r|tm|c)\)", " ", text, flags=re.IGNORECASE)
+    text = re.sub(r"@\s*[\d.]+\s*[gm]hz", " ", text, flags=re.IGNORECASE)
+    text = re.sub(r"\b(?:cpu|processor)\b", " ", text, flags=re.IGNORECASE)
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:64].strip("-")
     return slug or f"unknown-{'cpu' if device == 'cpu' else device + '-device'}"
 
 
@@ -105,236 +111,307 @@ def baseline_path(baseline_dir: Path | str, device: str, machine_slug: str) -> P
     return Path(baseline_dir) / device / f"{machine_slug}.json"
 
 
-def no_baseline_hint(path: Path | str) -> str:
-    """What to tell a user whose baseline file or entry does not exist yet."""
-    return f"no baseline in {path}; record one with `{RECORD_COMMAND}`"
-
-
 def _significant(value: float, figures: int = STORED_SIGNIFICANT_FIGURES) -> float:
     return float(f"{value:.{figures}g}")
 
 
-def entry_from_result(
-    result: CaseResult,
-    *,
-    commit: str | None,
-    recorded_at: datetime,
-    tolerance: float,
-    memory_tolerance: float,
-) -> BaselineEntry:
-    """The baseline entry that records `result`: at most 200 round times (evenly subsampled, in timing
-    order), times and rates rounded to 4 significant figures, `recorded_at` (timezone-aware) in UTC.
-    """
-    if recorded_at.tzinfo is None:
-        raise ValueError("recorded_at must be timezone-aware, e.g. datetime.now(timezone.utc)")
-    check_tolerance(tolerance, f"{result.benchmark_id}: tolerance")
-    check_tolerance(memory_tolerance, f"{result.benchmark_id}: memory tolerance")
-    times = result.round_times_s
+def stored_run(
+    round_times_s: Sequence[float], memory_bytes: int | None, recorded_at: str, commit: str | None
+) -> StoredRun:
+    """What the store keeps of a run: the median of every round, the round count and at most
+    MAX_STORED_ROUNDS rounds (evenly spaced, in timing order), times at 4 significant figures."""
+    times = list(round_times_s)
     if len(times) > MAX_STORED_ROUNDS:
         # Even spacing keeps early and late rounds alike, so slow drift within a run stays visible.
         indices = np.linspace(0, len(times) - 1, MAX_STORED_ROUNDS).round().astype(int)
-        times = tuple(times[i] for i in indices)
-    reference_median_s = result.reference_median_s
-    return BaselineEntry(
-        device=result.device,
-        dtype=result.dtype,
-        model=result.model,
-        batch_size=int(result.batch_size),
-        mode=result.mode,
-        profile=result.profile,
+        times = [times[i] for i in indices]
+    return StoredRun(
+        median_s=_significant(float(np.median(round_times_s))),
+        rounds=len(round_times_s),
         round_times_s=tuple(_significant(t) for t in times),
-        rounds=result.rounds,
-        median_s=_significant(result.median_s),
-        iqr_s=_significant(result.iqr_s),
-        samples_per_s=_significant(result.samples_per_s),
-        memory_figure=result.memory_figure,
-        # int() also turns numpy integers into ones the JSON encoder accepts.
-        memory_bytes=None if result.memory_bytes is None else int(result.memory_bytes),
-        flops_per_step=None if result.flops_per_step is None else int(result.flops_per_step),
-        tflops_per_s=None if result.tflops_per_s is None else _significant(result.tflops_per_s),
-        config_digest=result.config_digest,
-        torch_version=result.torch_version,
+        memory_bytes=None if memory_bytes is None else int(memory_bytes),
+        recorded_at=recorded_at,
         commit=commit,
-        recorded_at=recorded_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        tolerance=float(tolerance),
-        memory_tolerance=float(memory_tolerance),
-        reference_median_s=None if reference_median_s is None else _significant(reference_median_s),
     )
 
 
-def merge_entries(
-    existing: BaselineFile | None, device: str, machine: Mapping[str, Any], entries: Mapping[str, BaselineEntry]
-) -> BaselineFile:
-    """The file after recording `entries`: those ids are replaced or added, every other entry is kept as it
-    was; the machine fingerprint becomes `machine` (the latest recording's)."""
-    if existing is not None and existing.device != device:
-        raise ValueError(f"cannot record {device} entries into a baseline file of device {existing.device!r}")
-    merged = dict(existing.entries) if existing is not None else {}
-    merged.update(entries)
-    return BaselineFile(device=device, machine=dict(machine), entries=merged)
+class IncompatibleHistory(Exception):
+    """Runs of another machine, configuration, torch version or thread count cannot join an entry's history."""
 
+
+def append_runs(
+    existing: BaselineEntry | None, new: BaselineEntry, rebaseline: bool, max_runs: int = MAX_HISTORY_RUNS
+) -> BaselineEntry:
+    """The entry after recording `new` (the facts of this session and its runs): the runs are appended to the
+    existing history, which keeps its newest `max_runs` runs. With `rebaseline` the history starts over.
+    Raises IncompatibleHistory when the existing entry's machine, config digest, torch version or threads
+    differ from `new`'s and `rebaseline` is not set. A history of unknown threads (schema 1) takes any."""
+    if existing is None or rebaseline:
+        return replace(new, runs=new.runs[-max_runs:])
+    differences = [
+        what for what, old, now in (
+            ("machine", dict(existing.machine), dict(new.machine)),
+            ("config_digest", existing.config_digest, new.config_digest),
+            ("torch_version", existing.torch_version, new.torch_version),
+            ("threads", new.threads if existing.threads is None else existing.threads, new.threads),
+            ("memory_figure", existing.memory_figure, new.memory_figure),
+        ) if old != now
+    ]
+    if differences:
+        raise IncompatibleHistory(
+            f"{new.case.benchmark_id}: its baseline history was recorded with another {', '.join(differences)}; "
+            f"start it over with `{REBASELINE_COMMAND}`"
+        )
+    return replace(new, runs=(existing.runs + new.runs)[-max_runs:])
+
+
+# --- the codec --------------------------------------------------------------------------------------------
 
 def baseline_to_json(baseline: BaselineFile) -> dict[str, Any]:
-    """The JSON document of a baseline file (see docs/gate.md)."""
+    """The JSON document of a baseline file, schema 2 (see docs/gate.md)."""
     return {
         "schema": SCHEMA,
-        "schema_version": baseline.schema_version,
+        "schema_version": SCHEMA_VERSION,
         "device": baseline.device,
-        "machine": dict(baseline.machine),
-        "entries": {
-            benchmark_id: {**asdict(entry), "round_times_s": list(entry.round_times_s)}
-            for benchmark_id, entry in baseline.entries.items()
-        },
+        "entries": {benchmark_id: _entry_to_json(entry) for benchmark_id, entry in baseline.entries.items()},
     }
 
 
-# Every entry field, the JSON types it may hold and whether null is allowed.
-_NUMBER = (int, float)
-_ENTRY_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
-    "device": ((str,), False),
-    "dtype": ((str,), False),
-    "model": ((str,), False),
-    "batch_size": ((int,), False),
-    "mode": ((str,), False),
-    "profile": ((str,), False),
-    "round_times_s": ((list,), False),
-    "rounds": ((int,), False),
-    "median_s": (_NUMBER, False),
-    "iqr_s": (_NUMBER, False),
-    "samples_per_s": (_NUMBER, False),
-    "memory_figure": ((str,), False),
-    "memory_bytes": ((int,), True),
-    "flops_per_step": (_NUMBER, True),
-    "tflops_per_s": (_NUMBER, True),
-    "config_digest": ((str,), False),
-    "torch_version": ((str,), False),
-    "commit": ((str,), True),
-    "recorded_at": ((str,), False),
-    "tolerance": (_NUMBER, False),
-    "memory_tolerance": (_NUMBER, False),
-    "reference_median_s": (_NUMBER, True),
-}
+def _entry_to_json(entry: BaselineEntry) -> dict[str, Any]:
+    case = entry.case
+    return {
+        "device": case.device, "dtype": case.dtype, "model": case.model, "batch_size": case.batch_size,
+        "mode": case.mode, "profile": case.profile,
+        "config_digest": entry.config_digest, "torch_version": entry.torch_version, "threads": entry.threads,
+        "machine": dict(entry.machine), "memory_figure": entry.memory_figure,
+        "samples_per_step": entry.samples_per_step, "flops_per_step": entry.flops_per_step,
+        "gpu_busy_fraction": entry.gpu_busy_fraction, "tolerance": entry.tolerance,
+        "memory_tolerance": entry.memory_tolerance,
+        "runs": [
+            {
+                "median_s": run.median_s, "rounds": run.rounds, "round_times_s": list(run.round_times_s),
+                "memory_bytes": run.memory_bytes, "recorded_at": run.recorded_at, "commit": run.commit,
+            }
+            for run in entry.runs
+        ],
+    }
 
 
-def _is_positive_number(value: Any) -> bool:
-    return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+class _Problem(Exception):
+    """What is wrong with one field of a baseline document; becomes a BadFileError naming the file."""
 
 
-def _entry_problem(entry: Any, device: str) -> str | None:
-    """What is wrong with one entry's JSON, or None when it is usable."""
+def _field(document: Mapping[str, Any], name: str, kind: str, where: str, nullable: bool = False) -> Any:
+    """One field of `document`, checked: kind is text, count (int >= 0), size (int >= 1), positive (finite number > 0),
+    fraction ([0, 1)), object or list."""
+    if name not in document:
+        raise _Problem(f"{where} misses the field {name!r}")
+    value = document[name]
+    if value is None and nullable:
+        return None
+    checks = {
+        "text": lambda v: isinstance(v, str),
+        "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "positive": is_finite_positive,
+        "fraction": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
+        "object": lambda v: isinstance(v, dict),
+        "list": lambda v: isinstance(v, list),
+    }
+    if not checks[kind](value):
+        expected = {
+            "text": "text", "count": "a whole number >= 0", "size": "a whole number >= 1",
+            "positive": "a finite number > 0",
+            "fraction": "a fraction in [0, 1)", "object": "an object", "list": "a list",
+        }[kind]
+        null = " or null" if nullable else ""
+        raise _Problem(f"{where}: field {name!r} should be {expected}{null}, got {value!r:.60}")
+    return value
+
+
+def _case_of(entry: Mapping[str, Any], benchmark_id: str, device: str) -> Case:
+    where = f"entry {benchmark_id!r}"
+    case = Case(
+        device=_field(entry, "device", "text", where), dtype=_field(entry, "dtype", "text", where),
+        model=_field(entry, "model", "text", where), batch_size=_field(entry, "batch_size", "size", where),
+        mode=_field(entry, "mode", "text", where), profile=_field(entry, "profile", "text", where),
+    )
+    if case.device != device:
+        raise _Problem(f"{where} has device {case.device!r} in a file of device {device!r}")
+    if case.benchmark_id != benchmark_id:
+        raise _Problem(f"{where} describes the case {case.benchmark_id!r}; its key and fields disagree")
+    return case
+
+
+def _runs_of(entry: Mapping[str, Any], where: str) -> tuple[StoredRun, ...]:
+    runs = _field(entry, "runs", "list", where)
+    if not runs:
+        raise _Problem(f"{where} has no runs")
+    parsed = []
+    for index, run in enumerate(runs):
+        run_where = f"{where} run {index}"
+        if not isinstance(run, dict):
+            raise _Problem(f"{run_where} is not an object")
+        times = _field(run, "round_times_s", "list", run_where)
+        if not times or not all(is_finite_positive(t) for t in times):
+            raise _Problem(f"{run_where}: 'round_times_s' must be a non-empty list of finite times > 0 seconds")
+        rounds = _field(run, "rounds", "count", run_where)
+        median = _field(run, "median_s", "positive", run_where)
+        if rounds < len(times):
+            raise _Problem(f"{run_where}: 'rounds' ({rounds}) is smaller than the {len(times)} stored round times")
+        if not min(times) <= median <= max(times):
+            raise _Problem(
+                f"{run_where}: 'median_s' {median} lies outside its stored rounds [{min(times)}, {max(times)}]"
+            )
+        memory = _field(run, "memory_bytes", "count", run_where, nullable=True)
+        if memory is not None and memory > 2**50:
+            raise _Problem(f"{run_where}: 'memory_bytes' {memory} is beyond any device (over 1 PiB)")
+        parsed.append(StoredRun(
+            median_s=float(median), rounds=rounds, round_times_s=tuple(float(t) for t in times),
+            memory_bytes=memory, recorded_at=_field(run, "recorded_at", "text", run_where),
+            commit=_field(run, "commit", "text", run_where, nullable=True),
+        ))
+    return tuple(parsed)
+
+
+def _shared_fields(entry: Any, benchmark_id: str, device: str) -> tuple[str, dict[str, Any]]:
+    """The fields schema 1 and 2 entries share, checked, as BaselineEntry arguments; and the entry's name."""
+    where = f"entry {benchmark_id!r}"
     if not isinstance(entry, dict):
-        return "is not a JSON object"
-    missing = [name for name in _ENTRY_FIELDS if name not in entry]
-    if missing:
-        return f"misses the field(s) {', '.join(missing)}"
-    for name, (types, nullable) in _ENTRY_FIELDS.items():
-        value = entry[name]
-        if value is None and nullable:
-            continue
-        if isinstance(value, bool) or not isinstance(value, types):
-            expected = " or ".join(t.__name__ for t in types) + (" or null" if nullable else "")
-            return f"field {name!r} should be {expected}, got {value!r}"
-    times = entry["round_times_s"]
-    if not times or not all(_is_positive_number(t) for t in times):
-        return "field 'round_times_s' must be a non-empty list of finite times > 0 seconds"
-    for name in ("median_s", "samples_per_s"):
-        if not _is_positive_number(entry[name]):
-            return f"field {name!r} must be finite and > 0, got {entry[name]!r}"
-    if entry["reference_median_s"] is not None and not _is_positive_number(entry["reference_median_s"]):
-        return f"field 'reference_median_s' must be finite and > 0 or null, got {entry['reference_median_s']!r}"
-    for name in ("tolerance", "memory_tolerance"):
-        if not 0 <= entry[name] < 1:
-            return f"field {name!r} must be a fraction in [0, 1), got {entry[name]!r}"
-    if entry["rounds"] < len(times):
-        return f"field 'rounds' ({entry['rounds']}) is smaller than the {len(times)} stored round times"
-    if entry["device"] != device:
-        return f"has device {entry['device']!r} in a file of device {device!r}"
-    return None
+        raise _Problem(f"{where} is not a JSON object")
+    return where, {
+        "case": _case_of(entry, benchmark_id, device),
+        "config_digest": _field(entry, "config_digest", "text", where),
+        "torch_version": _field(entry, "torch_version", "text", where),
+        "memory_figure": _field(entry, "memory_figure", "text", where),
+        "tolerance": float(_field(entry, "tolerance", "fraction", where)),
+        "memory_tolerance": float(_field(entry, "memory_tolerance", "fraction", where)),
+    }
+
+
+def _entry_v2(entry: Any, benchmark_id: str, device: str) -> BaselineEntry:
+    where, shared = _shared_fields(entry, benchmark_id, device)
+    machine = _field(entry, "machine", "object", where)
+    if not all(isinstance(v, str) for v in machine.values()):
+        raise _Problem(f"{where}: every value of 'machine' must be text")
+    samples = _field(entry, "samples_per_step", "size", where)
+    busy = _field(entry, "gpu_busy_fraction", "positive", where, nullable=True)
+    return BaselineEntry(
+        **shared,
+        threads=_field(entry, "threads", "count", where, nullable=True),
+        machine=machine,
+        samples_per_step=samples,
+        flops_per_step=_field(entry, "flops_per_step", "count", where, nullable=True),
+        gpu_busy_fraction=None if busy is None else min(float(busy), 1.0),
+        runs=_runs_of(entry, where),
+    )
+
+
+def _entry_v1(entry: Any, benchmark_id: str, device: str, machine: Mapping[str, Any]) -> BaselineEntry:
+    """A schema-1 entry (one run, the machine once per file) as a one-run history."""
+    where, shared = _shared_fields(entry, benchmark_id, device)
+    median = _field(entry, "median_s", "positive", where)
+    samples_per_s = _field(entry, "samples_per_s", "positive", where)
+    run = {
+        "median_s": median, "rounds": _field(entry, "rounds", "count", where),
+        "round_times_s": _field(entry, "round_times_s", "list", where),
+        "memory_bytes": _field(entry, "memory_bytes", "count", where, nullable=True),
+        "recorded_at": _field(entry, "recorded_at", "text", where),
+        "commit": _field(entry, "commit", "text", where, nullable=True),
+    }
+    flops = _field(entry, "flops_per_step", "positive", where, nullable=True)
+    return BaselineEntry(
+        **shared,
+        threads=None,
+        machine=machine_identity(machine, device),
+        samples_per_step=max(1, round(samples_per_s * median)),
+        flops_per_step=None if flops is None else int(flops),
+        gpu_busy_fraction=None,
+        runs=_runs_of({"runs": [run]}, where),
+    )
+
+
+def baseline_from_json(document: Any, path: Path | str) -> BaselineFile:
+    """Validate and parse a baseline document read from `path` (named in errors); schema 1 or 2.
+
+    Raises BadFileError for another schema or version, or an entry with a missing or malformed field.
+    """
+    remedy = _remedy(path)
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+        raise BadFileError(path, f"is not a perfsuite baseline (its \"schema\" field is not {SCHEMA!r})", remedy)
+    version = document.get("schema_version")
+    if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+            raise BadFileError(
+                path, f"has schema_version {version}, written by a newer perfsuite; this one reads "
+                f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}", "Upgrade perfsuite to read it.",
+            )
+        raise BadFileError(path, f"has the unsupported schema_version {version!r}", remedy)
+    device = document.get("device")
+    entries = document.get("entries")
+    if not isinstance(device, str) or not isinstance(entries, dict):
+        raise BadFileError(path, 'lacks the fields "device" (text) and "entries" (an object)', remedy)
+    folder = Path(path).parent.name
+    if folder in ("cpu", "cuda", "mps") and folder != device:
+        raise BadFileError(path, f"holds {device} entries but lies in the {folder}/ folder", remedy)
+    machine = document.get("machine")
+    if version == 1 and not isinstance(machine, dict):
+        raise BadFileError(path, 'is schema 1 but lacks its "machine" object', remedy)
+    parsed: dict[str, BaselineEntry] = {}
+    try:
+        for benchmark_id, entry in entries.items():
+            if version == 1 and isinstance(machine, dict):  # always a dict for version 1: checked above
+                parsed[benchmark_id] = _entry_v1(entry, benchmark_id, device, machine)
+            else:
+                parsed[benchmark_id] = _entry_v2(entry, benchmark_id, device)
+    except _Problem as problem:
+        raise BadFileError(path, str(problem), remedy) from None
+    return BaselineFile(device=device, entries=parsed, schema_version=version)
 
 
 def parse_baseline(text: str, path: Path | str) -> BaselineFile:
-    """Validate and parse the text of a baseline file; `path` only names the file in errors.
-
-    Raises BaselineFileError for an empty or truncated file, invalid JSON, another schema or schema
-    version, or an entry with a missing or malformed field.
-    """
-    if not text.strip():
-        raise BaselineFileError(path, "the file is empty (an interrupted copy or checkout?)")
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise BaselineFileError(
-            path, f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}); truncated or edited?"
-        ) from None
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
-        raise BaselineFileError(path, f"not a perfsuite baseline (its \"schema\" field is not {SCHEMA!r})")
-    version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
-        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-            raise BaselineFileError(
-                path,
-                f"schema_version {version} was written by a newer perfsuite; this one reads {SCHEMA_VERSION}",
-                "Upgrade perfsuite (pip install -U perfsuite) to read it.",
-            )
-        raise BaselineFileError(path, f"unsupported schema_version {version!r}; this perfsuite reads {SCHEMA_VERSION}")
-    device = document.get("device")
-    machine = document.get("machine")
-    entries = document.get("entries")
-    if not isinstance(device, str) or not isinstance(machine, dict) or not isinstance(entries, dict):
-        raise BaselineFileError(path, 'the fields "device" (text), "machine" and "entries" (objects) are required')
-    parsed: dict[str, BaselineEntry] = {}
-    for benchmark_id, entry in entries.items():
-        problem = _entry_problem(entry, device)
-        if problem is not None:
-            raise BaselineFileError(path, f"entry {benchmark_id!r} {problem}")
-        values = {name: entry[name] for name in _ENTRY_FIELDS}
-        values["round_times_s"] = tuple(float(t) for t in entry["round_times_s"])
-        parsed[benchmark_id] = BaselineEntry(**values)
-    return BaselineFile(device=device, machine=machine, entries=parsed, schema_version=version)
+    """Validate and parse the text of a baseline file; `path` only names the file in errors."""
+    return baseline_from_json(parse_json_text(text, path, _remedy(path)), path)
 
 
 def load_baseline(path: Path | str) -> BaselineFile | None:
-    """Read and validate the baseline file at `path`; None when the file (or its directory) does not exist.
+    """Read and validate the baseline file at `path`; None when it does not exist. Raises BadFileError when it
+    exists but cannot be used."""
+    document = read_json_file(path, _remedy(path), missing_ok=True)
+    return None if document is None else baseline_from_json(document, path)
 
-    Raises BaselineFileError when it exists but is unreadable or invalid.
-    """
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise BaselineFileError(
-            path, f"cannot be read ({error.strerror})", "Check the path and its permissions."
-        ) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise BaselineFileError(path, f"not UTF-8 text (byte {error.start})") from None
-    return parse_baseline(text, path)
 
+# --- writing ------------------------------------------------------------------------------------------------
 
 def write_baseline_file(path: Path | str, baseline: BaselineFile) -> None:
-    """Write `baseline` to `path` atomically: a temporary file in the same directory, fsynced, then renamed
-    over the old one. If anything fails before the rename the old file is untouched and the temporary
-    file removed. Keys sorted, indent 1, UTF-8."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write `baseline` to `path` atomically: a temporary file in the same folder, fsynced, then renamed over
+    the old one (through a symlink to its target). If anything fails before the rename, the old file is
+    untouched and the temporary file removed. Keys sorted, indent 1, UTF-8."""
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(baseline_to_json(baseline), indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    _remove_stale_temporaries(target)
+    descriptor, temporary_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump(baseline_to_json(baseline), handle, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
-            handle.write("\n")
+            handle.write(text + "\n")
             handle.flush()
             os.fsync(handle.fileno())
         # mkstemp makes the file private (0600); a baseline is shared through version control.
-        os.chmod(temporary_name, path.stat().st_mode & 0o777 if path.exists() else 0o644)
-        os.replace(temporary_name, path)
+        os.chmod(temporary_name, target.stat().st_mode & 0o777 if target.exists() else 0o644)
+        os.replace(temporary_name, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary_name)
         raise
-    _fsync_directory(path.parent)
+    _fsync_directory(target.parent)
+
+
+def _remove_stale_temporaries(target: Path) -> None:
+    # A writer killed between mkstemp and the rename leaves its temporary file; the lock proves none is running.
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -349,37 +426,52 @@ def _fsync_directory(directory: Path) -> None:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the sidecar `<path>.lock` (POSIX flock), so read-merge-write is serialised."""
+    """Hold an exclusive lock on the hidden sidecar `.<name>.lock` (POSIX flock), so read-merge-write is
+    serialised; the sidecar is removed after the write."""
     import fcntl  # POSIX only; imported here so reading baselines works everywhere
 
-    lock_path = path.with_name(path.name + ".lock")
+    lock_path = path.with_name(f".{path.name}.lock")
     with open(lock_path, "a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
+            with contextlib.suppress(OSError):
+                lock_path.unlink()
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def record_baselines(
-    path: Path | str, device: str, machine: Mapping[str, Any], entries: Mapping[str, BaselineEntry]
-) -> BaselineFile:
-    """Add or replace `entries` in the baseline file at `path`, keeping every other entry; create the file
-    and its directories if needed. Returns the file as written.
+def move_aside(path: Path, stamp: str) -> Path:
+    """Rename an unusable baseline file to `<name>.bad-<stamp>.json` beside it, so a fresh one can be recorded
+    and nothing is lost; returns the new name."""
+    aside = path.with_name(f"{path.stem}.bad-{stamp}{path.suffix}")
+    os.replace(path, aside)
+    return aside
 
-    Concurrent recorders into the same file are serialised by a lock on `<path>.lock`, so both land.
-    An existing invalid file raises BaselineFileError and is left as it is.
+
+def record_runs(
+    path: Path | str, device: str, entries: Mapping[str, BaselineEntry], rebaseline: bool = False
+) -> BaselineFile:
+    """Append each entry's runs to its history in the baseline file at `path` (create it if needed), keeping
+    every other entry; with `rebaseline` the given entries' histories start over. Returns the file written.
+
+    Concurrent recorders into one file are serialised by a lock, so both land. An existing unreadable file
+    raises BadFileError and is left as it is; an entry whose history is incompatible raises
+    IncompatibleHistory, and nothing is written.
     """
-    path = Path(path)
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
         existing = load_baseline(path)
         if existing is not None and existing.device != device:
-            raise BaselineFileError(
-                path,
-                f"holds {existing.device} entries, not {device}",
-                f"Record {device} results into {device}/ of the baseline directory.",
+            raise BadFileError(
+                path, f"holds {existing.device} entries, not {device}",
+                f"Record {device} results into {device}/ of the baseline folder.",
             )
-        merged = merge_entries(existing, device, machine, entries)
-        write_baseline_file(path, merged)
-    return merged
+        merged = dict(existing.entries) if existing is not None else {}
+        for benchmark_id, entry in entries.items():
+            merged[benchmark_id] = append_runs(merged.get(benchmark_id), entry, rebaseline)
+        written = BaselineFile(device=device, entries=merged)
+        write_baseline_file(path, written)
+    return written
+

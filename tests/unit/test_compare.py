@@ -25,6 +25,7 @@ from perfsuite.analyse.compare import (
     time_ratio,
 )
 from perfsuite.commands.compare import main
+from perfsuite.records import BaselineEntry, Case
 from perfsuite.render.comparison import (
     PlottingUnavailable,
     display_table,
@@ -34,6 +35,7 @@ from perfsuite.render.comparison import (
     render_markdown,
     summary_line,
 )
+from perfsuite.store.baselines import record_runs, stored_run
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "compare"
@@ -62,10 +64,16 @@ def run_set(*cases, device="mps", machine="fixture-mac", name="run.json") -> Res
 
 
 def baseline_document(*cases, device="cuda", machine="fixture-h200") -> dict:
+    """A schema-1 baseline file holding `cases`, each entry with every field the baseline store requires."""
     entries = {}
     for c in cases:
-        entry = {k: v for k, v in c.items() if k != "time_s"}
-        entry.update(device=device, median_s=c["time_s"])
+        entry = {
+            "config_digest": "cfg-0001", "torch_version": "2.13.0", "memory_figure": "cuda_max_allocated_bytes",
+            "memory_bytes": None, "flops_per_step": None, "samples_per_s": 100.0, "rounds": 3,
+            "round_times_s": [c["time_s"]] * 3, "recorded_at": "2026-12-01T12:00:00Z", "commit": None,
+            "tolerance": 0.1, "memory_tolerance": 0.1,
+        }
+        entry.update({k: v for k, v in c.items() if k != "time_s"}, device=device, median_s=c["time_s"])
         entries[f"{device}-{c['dtype']}-{c['model']}-bs{c['batch_size']}-{c['mode']}"] = entry
     return {"schema": "perfsuite-baseline", "schema_version": 1, "device": device,
             "machine": {"machine_slug": machine}, "entries": entries}
@@ -113,6 +121,22 @@ def test_baseline_case_takes_its_time_from_median_s():
     assert cases.set_index("benchmark_id").loc["cuda-fp32-resnet18-bs32-train", "time_s"] == 0.020
 
 
+def test_schema_2_baseline_takes_its_time_and_samples_per_s_from_the_median_of_its_runs(tmp_path):
+    case_ = Case(device="cuda", dtype="fp32", model="resnet18", batch_size=32, mode="train", profile="standard")
+    runs = tuple(stored_run([t] * 3, memory_bytes=None, recorded_at="2026-12-01T12:00:00Z", commit=None)
+                 for t in (0.020, 0.030, 0.050))
+    entry = BaselineEntry(
+        case=case_, config_digest="cfg-0001", torch_version="2.13.0", threads=None, machine={"name": "fixture-h200"},
+        memory_figure="cuda_max_allocated_bytes", samples_per_step=32, flops_per_step=None, gpu_busy_fraction=None,
+        tolerance=0.1, memory_tolerance=0.1, runs=runs,
+    )
+    path = tmp_path / "cuda" / "fixture-h200.json"
+    record_runs(path, "cuda", {case_.benchmark_id: entry})
+    assert json.loads(path.read_text())["schema_version"] == 2
+    row = read_result_set(path).cases.set_index("benchmark_id").loc[case_.benchmark_id]
+    assert (row["time_s"], row["samples_per_s"]) == pytest.approx((0.030, 32 / 0.030))
+
+
 def test_published_reference_keeps_unstated_fields_null():
     cases = read_result_set(ARTICLE_MPS).cases.set_index("model")
     assert cases.loc["resnet18", ["mode", "dtype"]].tolist() == [None, None]
@@ -150,17 +174,17 @@ def test_run_without_benchmarks_is_rejected():
 
 
 def test_newer_baseline_schema_version_is_rejected():
-    with pytest.raises(CompareError, match="schema_version 2 is not one this perfsuite reads"):
+    with pytest.raises(CompareError, match="has schema_version 3, written by a newer perfsuite"):
         read_result_set(FIXTURES / "baseline-future-schema.json")
 
 
 def test_measured_case_without_batch_size_is_rejected():
-    with pytest.raises(CompareError, match="'batch_size' must be a positive integer, got None"):
+    with pytest.raises(CompareError, match="field 'batch_size' should be a whole number >= 1, got None"):
         baseline_set(case(batch_size=None))
 
 
 def test_measured_case_with_zero_time_is_rejected():
-    with pytest.raises(CompareError, match="'median_s' must be a time in seconds > 0"):
+    with pytest.raises(CompareError, match="field 'median_s' should be a finite number > 0, got 0.0"):
         baseline_set(case(time_s=0.0))
 
 
@@ -451,7 +475,7 @@ def test_command_without_matplotlib_still_writes_the_tables(tmp_path, capsys, mo
         ("empty.json", "baseline-cuda.json", "the file is empty"),
         ("not-a-result.json", "baseline-cuda.json", "not a result file"),
         ("plain-pytest-benchmark.json", "baseline-cuda.json", "no perfsuite facts"),
-        ("baseline-future-schema.json", "run-mps.json", "schema_version 2"),
+        ("baseline-future-schema.json", "run-mps.json", "schema_version 3"),
         ("run-mps-smoke.json", "baseline-cuda.json", "nothing to compare"),
         ("run-mps.json", "run-mps.json", "the same result set"),
         ("run-cpu-and-mps.json", "baseline-cuda.json", "--device-a mps"),

@@ -1,29 +1,41 @@
-"""The user's choices, from command-line options over `[tool.perfsuite]` in pyproject.toml over defaults."""
+"""The user's choices, read once: command-line options over `[tool.perfsuite]` in pyproject.toml over defaults.
+
+`load_settings` turns both sources into one validated `Settings` value that the pytest plugin, `perfsuite
+list` and the other commands share. A bad value raises UsageError naming where it came from: the `--perf-*`
+flag, or pyproject.toml and its key. Nothing here imports torch.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from perfsuite.matrix.cases import DEFAULT_DTYPES, DTYPES, MatrixOptions, UsageError, parse_batch_sizes, parse_names
-from perfsuite.run.devices import DEVICES
-from perfsuite.workloads import ALL_MODES, MODES, PROFILES
+from perfsuite.errors import UsageError
+from perfsuite.judge.tolerances import parse_tolerance, parse_tolerance_table
+from perfsuite.matrix.axes import ALL_MODES, DEFAULT_DTYPES, DEVICES, DTYPES, MODES, PROFILES
+from perfsuite.matrix.cases import MatrixOptions, parse_batch_sizes, parse_names
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:
     import tomli as tomllib
 
-# Option name (without --perf-) -> key in [tool.perfsuite].
-SETTING_KEYS = ("device", "dtype", "model", "batch-size", "mode", "profile", "warmup")
+DEFAULT_WARMUP_STEPS = 3
+DEFAULT_BASELINE_DIR = "baselines"
+DEFAULT_SUMMARY_DIR = ".perfsuite"
+
+_Default = TypeVar("_Default", int, None)
 
 
 @dataclass(frozen=True)
 class RawSettings:
-    """Option values as strings or lists, before validation; None means not given."""
+    """Option values as given (text, TOML numbers or lists), before validation; None means not given.
+
+    The field names are the option names with `_` for `-`: `--perf-batch-size` / `batch-size` is `batch_size`.
+    """
 
     device: Any = None
     dtype: Any = None
@@ -32,15 +44,52 @@ class RawSettings:
     mode: Any = None
     profile: Any = None
     warmup: Any = None
+    processes: Any = None
+    threads: Any = None
+    ddp_processes: Any = None
+    machine: Any = None
+    baseline_dir: Any = None
+    summary_dir: Any = None
+    tolerance: Any = None
+    memory_tolerance: Any = None
 
 
-def read_pyproject_settings(pyproject: Path) -> dict[str, Any]:
+# Keys of [tool.perfsuite] that are tables rather than single values.
+TABLE_KEYS = ("tolerance", "memory_tolerance")
+SETTING_KEYS = tuple(f.name.replace("_", "-") for f in fields(RawSettings) if f.name not in TABLE_KEYS)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every choice of a session, validated. Paths are as given (relative to the project root unless absolute).
+
+    `processes` is how many fresh processes measure each case (1: in the pytest process); `threads` torch's
+    CPU threads in each (None: torch's default); `ddp_processes` the processes of a train-ddp step (None:
+    one per CUDA GPU, 2 on the CPU); `machine` names this machine's baseline files instead of the hardware.
+    Tolerances: the command-line band for every case, else the per-id/per-model tables.
+    """
+
+    matrix: MatrixOptions
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    processes: int = 1
+    threads: int | None = None
+    ddp_processes: int | None = None
+    machine: str | None = None
+    baseline_dir: str = DEFAULT_BASELINE_DIR
+    summary_dir: str = DEFAULT_SUMMARY_DIR
+    cli_tolerance: float | None = None
+    cli_memory_tolerance: float | None = None
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    memory_tolerances: Mapping[str, float] = field(default_factory=dict)
+
+
+def read_pyproject_table(pyproject: Path) -> dict[str, Any]:
     """The `[tool.perfsuite]` table of `pyproject`, or {} when the file or table is absent."""
     if not pyproject.is_file():
         return {}
     try:
-        document = tomllib.loads(pyproject.read_text())
-    except tomllib.TOMLDecodeError as error:
+        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise UsageError(f"{pyproject}: not valid TOML ({error}); fix the file or remove [tool.perfsuite]") from None
     table = document.get("tool", {}).get("perfsuite", {})
     if not isinstance(table, dict):
@@ -48,44 +97,128 @@ def read_pyproject_settings(pyproject: Path) -> dict[str, Any]:
     return table
 
 
-def merge_settings(cli: RawSettings, pyproject_table: Mapping[str, Any], source: str) -> RawSettings:
-    """Command-line values where given, else the pyproject values; unknown pyproject keys are an error."""
-    known = set(SETTING_KEYS) | {"tolerance", "memory_tolerance", "baseline-dir"}
-    unknown = sorted(k for k in pyproject_table if k not in known and not isinstance(pyproject_table[k], dict))
+def merge_settings(
+    cli: RawSettings, table: Mapping[str, Any], source: str, flag_prefix: str = "--perf-"
+) -> tuple[RawSettings, dict[str, str]]:
+    """Command-line values where given, else the pyproject values; returns them and, per field, where each
+    value came from (`<flag_prefix><key>` or `<source> [tool.perfsuite] <key>`) for error messages.
+
+    Unknown keys and sub-tables are an error: a misspelt key would otherwise change nothing, silently.
+    """
+    known = set(SETTING_KEYS) | set(TABLE_KEYS)
+    unknown = sorted(k for k in table if k not in known)
     if unknown:
         raise UsageError(
             f"{source} [tool.perfsuite]: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
         )
-    values = {}
-    for key in SETTING_KEYS:
-        attribute = key.replace("-", "_")
-        given = getattr(cli, attribute)
-        values[attribute] = given if given is not None else pyproject_table.get(key)
-    return RawSettings(**values)
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for item in fields(RawSettings):
+        key = item.name if item.name in TABLE_KEYS else item.name.replace("_", "-")
+        given = getattr(cli, item.name)
+        if given is not None:
+            values[item.name], origins[item.name] = given, f"{flag_prefix}{item.name.replace('_', '-')}"
+        elif key in table:
+            values[item.name], origins[item.name] = table[key], f"{source} [tool.perfsuite] {key}"
+    return RawSettings(**values), origins
 
 
-def matrix_options(raw: RawSettings, workload_names: list[str], available_devices: list[str]) -> MatrixOptions:
-    """Validate the raw settings into MatrixOptions; bad values raise UsageError listing the valid ones."""
-    devices = parse_names(raw.device, DEVICES, "--perf-device") if raw.device else available_devices
-    models = parse_names(raw.model, ["all", *workload_names], "--perf-model") if raw.model else None
-    return MatrixOptions(
+def load_settings(
+    cli: RawSettings,
+    pyproject: Path,
+    workload_names: Sequence[str],
+    available_devices: Sequence[str],
+    flag_prefix: str = "--perf-",
+) -> Settings:
+    """The session's validated settings from the command line and `pyproject`'s [tool.perfsuite];
+    `flag_prefix` is how the command line spells the options (`--perf-` in pytest, `--` in `perfsuite list`)."""
+    raw, origins = merge_settings(cli, read_pyproject_table(pyproject), str(pyproject), flag_prefix)
+    return validate_settings(raw, origins, workload_names, available_devices)
+
+
+def validate_settings(
+    raw: RawSettings, origins: Mapping[str, str], workload_names: Sequence[str], available_devices: Sequence[str]
+) -> Settings:
+    """Validate merged raw values; `origins` names where each came from in errors."""
+
+    def where(name: str) -> str:
+        return origins.get(name, f"--perf-{name.replace('_', '-')}")
+
+    devices = parse_names(raw.device, DEVICES, where("device")) if raw.device is not None else list(available_devices)
+    models = parse_names(raw.model, ["all", *workload_names], where("model")) if raw.model is not None else None
+    matrix = MatrixOptions(
         devices=devices,
-        dtypes=parse_names(raw.dtype, DTYPES, "--perf-dtype") if raw.dtype else DEFAULT_DTYPES,
+        dtypes=parse_names(raw.dtype, DTYPES, where("dtype")) if raw.dtype is not None else DEFAULT_DTYPES,
         models=None if models is None or "all" in models else models,
-        batch_sizes=parse_batch_sizes(raw.batch_size) if raw.batch_size else None,
-        modes=parse_names(raw.mode, ALL_MODES, "--perf-mode") if raw.mode else MODES,
-        profile=parse_names(raw.profile, PROFILES, "--perf-profile")[0] if raw.profile else "standard",
+        batch_sizes=parse_batch_sizes(raw.batch_size, where("batch_size")) if raw.batch_size is not None else None,
+        modes=parse_names(raw.mode, ALL_MODES, where("mode")) if raw.mode is not None else MODES,
+        profile=_one_name(raw.profile, PROFILES, where("profile")) if raw.profile is not None else "standard",
+    )
+    return Settings(
+        matrix=matrix,
+        warmup_steps=_count(raw.warmup, where("warmup"), minimum=0, default=DEFAULT_WARMUP_STEPS),
+        processes=_count(raw.processes, where("processes"), minimum=1, default=1),
+        threads=_count(raw.threads, where("threads"), minimum=1, default=None),
+        ddp_processes=_count(raw.ddp_processes, where("ddp_processes"), minimum=1, default=None),
+        machine=_machine_name(raw.machine, where("machine")),
+        baseline_dir=_path_text(raw.baseline_dir, where("baseline_dir"), DEFAULT_BASELINE_DIR),
+        summary_dir=_path_text(raw.summary_dir, where("summary_dir"), DEFAULT_SUMMARY_DIR),
+        cli_tolerance=_cli_tolerance(raw.tolerance, where("tolerance")),
+        cli_memory_tolerance=_cli_tolerance(raw.memory_tolerance, where("memory_tolerance")),
+        tolerances=_tolerance_table(raw.tolerance, where("tolerance")),
+        memory_tolerances=_tolerance_table(raw.memory_tolerance, where("memory_tolerance")),
     )
 
 
-def warmup_steps(raw: RawSettings, default: int) -> int:
-    """Warm-up steps before timing; a non-negative integer."""
-    if raw.warmup is None:
+def _one_name(raw: Any, valid: Sequence[str], where: str) -> str:
+    names = parse_names(raw, valid, where)
+    if len(names) != 1:
+        raise UsageError(f"{where}: one value, please (got {', '.join(names)}); valid: {', '.join(valid)}")
+    return names[0]
+
+
+def _count(raw: Any, where: str, minimum: int, default: _Default) -> int | _Default:
+    """A whole number >= `minimum` from text or a TOML integer; `default` when not given."""
+    if raw is None:
         return default
+    if isinstance(raw, bool) or isinstance(raw, float) or not isinstance(raw, (int, str)):
+        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}")
     try:
-        value = int(raw.warmup)
-    except (TypeError, ValueError):
-        value = -1
-    if value < 0:
-        raise UsageError(f"--perf-warmup: {raw.warmup!r} is not a non-negative integer")
+        value = int(str(raw).strip())
+    except ValueError:
+        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}") from None
+    if value < minimum:
+        raise UsageError(f"{where}: {value} is too small; it must be at least {minimum}")
     return value
+
+
+def _machine_name(raw: Any, where: str) -> str | None:
+    if raw is None:
+        return None
+    text = str(raw).strip() if isinstance(raw, str) else ""
+    if not text or not all(c.isalnum() or c in "-_." for c in text) or text.startswith("."):
+        raise UsageError(
+            f"{where}: {raw!r} is not a machine name; use letters, digits, '-', '_' and '.', e.g. ci-m2-max"
+        )
+    return text
+
+
+def _path_text(raw: Any, where: str, default: str) -> str:
+    if raw is None:
+        return default
+    if not isinstance(raw, str) or not raw.strip():
+        raise UsageError(f"{where}: {raw!r} is not a path")
+    return raw.strip()
+
+
+def _cli_tolerance(raw: Any, where: str) -> float | None:
+    """A band given as one number (the command line's form); a table is read by `_tolerance_table`."""
+    if raw is None or isinstance(raw, Mapping):
+        return None
+    return parse_tolerance(raw, where)
+
+
+def _tolerance_table(raw: Any, where: str) -> dict[str, float]:
+    if raw is None or not isinstance(raw, Mapping):
+        return {}
+    return parse_tolerance_table(raw, where)

@@ -7,33 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from perfsuite.workloads import MODES, PROFILES, Workload
+from perfsuite.errors import UsageError
+from perfsuite.matrix.axes import DEFAULT_DTYPES, MODES, PROFILES
+from perfsuite.records import Case
 
-DTYPES = ("fp32", "bf16", "fp16")
-DEFAULT_DTYPES = ("fp32", "bf16")
-
-
-class UsageError(ValueError):
-    """A bad option value: the message names the option, the bad value and the valid ones."""
-
-
-@dataclass(frozen=True)
-class Case:
-    """One benchmark: a model run in one mode, at one batch size and dtype, on one device."""
-
-    device: str
-    dtype: str
-    model: str
-    batch_size: int
-    mode: str
-    profile: str
-
-    @property
-    def benchmark_id(self) -> str:
-        """The readable id, e.g. `mps-bf16-resnet18-bs64-train`; non-standard profiles add a suffix."""
-        suffix = "" if self.profile == "standard" else f"-{self.profile}"
-        return f"{self.device}-{self.dtype}-{self.model}-bs{self.batch_size}-{self.mode}{suffix}"
+if TYPE_CHECKING:
+    from perfsuite.workloads import Workload
 
 
 @dataclass(frozen=True)
@@ -57,9 +38,14 @@ class MatrixOptions:
     profile: str = "standard"
 
 
-def parse_names(raw: str | Sequence[str], valid: Sequence[str], option: str) -> list[str]:
-    """Split a comma-separated option value and check each name against `valid`."""
-    names = [n.strip() for n in raw.split(",")] if isinstance(raw, str) else [str(n).strip() for n in raw]
+def parse_names(raw: object, valid: Sequence[str], option: str) -> list[str]:
+    """The names in a comma-separated text or a list of texts (a TOML list), each checked against `valid`."""
+    if isinstance(raw, str):
+        names = [n.strip() for n in raw.split(",")]
+    elif isinstance(raw, (list, tuple)) and all(isinstance(n, str) for n in raw):
+        names = [n.strip() for n in raw]
+    else:
+        raise UsageError(f"{option}: should be a comma-separated text or a list of texts, got {raw!r:.60}")
     names = [n for n in names if n]
     unknown = [n for n in names if n not in valid]
     if unknown or not names:
@@ -68,15 +54,26 @@ def parse_names(raw: str | Sequence[str], valid: Sequence[str], option: str) -> 
     return list(dict.fromkeys(names))
 
 
-def parse_batch_sizes(raw: str | Sequence[int], option: str = "--perf-batch-size") -> list[int]:
-    """Split a comma-separated list of positive batch sizes."""
-    parts = raw.split(",") if isinstance(raw, str) else list(raw)
-    try:
-        sizes = [int(str(p).strip()) for p in parts if str(p).strip()]
-    except ValueError:
-        raise UsageError(f"{option}: {raw!r} is not a comma-separated list of integers, e.g. 8,32") from None
+def parse_batch_sizes(raw: object, option: str = "--perf-batch-size") -> list[int]:
+    """The positive batch sizes in a comma-separated text, one whole number or a list of them (TOML)."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        parts: list[object] = [raw]
+    elif isinstance(raw, str):
+        parts = [p.strip() for p in raw.split(",") if p.strip()]
+    elif isinstance(raw, (list, tuple)):
+        parts = list(raw)
+    else:
+        parts = [None]
+    sizes = []
+    for part in parts:
+        if isinstance(part, int) and not isinstance(part, bool):
+            sizes.append(part)
+        elif isinstance(part, str) and part.lstrip("-").isdigit():
+            sizes.append(int(part))
+        else:
+            raise UsageError(f"{option}: {raw!r:.60} is not a comma-separated list of whole numbers, e.g. 8,32")
     if not sizes or any(s < 1 for s in sizes):
-        raise UsageError(f"{option}: batch sizes must be positive integers, got {raw!r}")
+        raise UsageError(f"{option}: batch sizes must be positive whole numbers, got {raw!r:.60}")
     return list(dict.fromkeys(sizes))
 
 

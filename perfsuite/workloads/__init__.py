@@ -14,11 +14,7 @@ from typing import Any
 
 import torch
 
-PROFILES = ("smoke", "standard", "full")
-MODES = ("train", "infer")
-# Variants of the two modes, selected with --perf-mode; each needs something of the workload (see `modes`).
-VARIANT_MODES = ("train-checkpoint", "train-channels-last", "infer-channels-last", "train-ddp")
-ALL_MODES = MODES + VARIANT_MODES
+from perfsuite.matrix.axes import ALL_MODES, MODES, PROFILES, VARIANT_MODES  # noqa: F401  (re-exported)
 
 ModuleFactory = Callable[[str], torch.nn.Module]
 InputMaker = Callable[[str, int], Any]

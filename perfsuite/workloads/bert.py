@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
 from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import build_on_meta
 
+if TYPE_CHECKING:
+    from transformers import BertConfig
+
 NUM_LABELS = 2
 
 
-def _config(profile: str):
+def _config(profile: str) -> BertConfig:
     from transformers import BertConfig
 
     if profile == "smoke":
-        return BertConfig(
+        config = BertConfig(
             vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256,
-            max_position_embeddings=128, num_labels=NUM_LABELS,
+            max_position_embeddings=128,
         )
-    # BertConfig's defaults are BERT-base: 12 layers, hidden 768, 12 heads, vocabulary 30522.
-    return BertConfig(num_labels=NUM_LABELS)
+    else:
+        # BertConfig's defaults are BERT-base: 12 layers, hidden 768, 12 heads, vocabulary 30522.
+        config = BertConfig()
+    # A property, set after construction: transformers 5's typed constructors have no num_labels argument.
+    config.num_labels = NUM_LABELS
+    return config
 
 
 def sequence_length(profile: str) -> int:
@@ -64,6 +73,13 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), labels)
 
 
+def enable_checkpointing(module: torch.nn.Module) -> None:
+    """Non-reentrant gradient checkpointing of every encoder layer (transformers' switch), on a `build` module."""
+    if not isinstance(module, BertLogits):
+        raise TypeError(f"bert-base checkpointing needs the module `build` returns, got {type(module).__name__}")
+    module.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 WORKLOADS = (
     Workload(
         name="bert-base",
@@ -73,8 +89,6 @@ WORKLOADS = (
         loss=cross_entropy,
         batch_sizes={"smoke": (2,), "standard": (8, 16, 32), "full": (64, 128)},
         description="BERT-base sequence classification, 128 tokens (transformers BertForSequenceClassification)",
-        enable_checkpointing=lambda module: module.model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False}
-        ),
+        enable_checkpointing=enable_checkpointing,
     ),
 )

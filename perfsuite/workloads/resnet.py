@@ -6,6 +6,8 @@ Built from transformers' ResNet with the ResNet-18 layout (basic blocks, depths 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
@@ -13,22 +15,27 @@ from torch.utils.checkpoint import checkpoint
 from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import build_on_meta
 
+if TYPE_CHECKING:
+    from transformers import ResNetConfig
+
 NUM_CLASSES = 1000
 SMOKE_NUM_CLASSES = 10
 
 
-def _config(profile: str):
+def _config(profile: str) -> ResNetConfig:
     from transformers import ResNetConfig
 
     if profile == "smoke":
-        return ResNetConfig(
+        config = ResNetConfig(
             embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[2, 2, 2, 2], layer_type="basic",
-            num_labels=SMOKE_NUM_CLASSES,
         )
-    return ResNetConfig(
-        embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2], layer_type="basic",
-        num_labels=NUM_CLASSES,
-    )
+    else:
+        config = ResNetConfig(
+            embedding_size=64, hidden_sizes=[64, 128, 256, 512], depths=[2, 2, 2, 2], layer_type="basic",
+        )
+    # A property, set after construction: transformers 5's typed constructors have no num_labels argument.
+    config.num_labels = SMOKE_NUM_CLASSES if profile == "smoke" else NUM_CLASSES
+    return config
 
 
 def image_size_px(profile: str) -> int:
@@ -82,8 +89,10 @@ class CheckpointedStage(torch.nn.Module):
         return checkpoint(self.stage, hidden_state, use_reentrant=False)
 
 
-def checkpoint_stages(module: ResNetLogits) -> None:
-    """Gradient checkpointing per ResNet stage (transformers' ResNet has no switch for it)."""
+def checkpoint_stages(module: torch.nn.Module) -> None:
+    """Gradient checkpointing per ResNet stage (transformers' ResNet has no switch for it), on a `build` module."""
+    if not isinstance(module, ResNetLogits):
+        raise TypeError(f"resnet18 checkpointing needs the module `build` returns, got {type(module).__name__}")
     stages = module.model.resnet.encoder.stages
     for index, stage in enumerate(stages):
         if not isinstance(stage, CheckpointedStage):

@@ -11,11 +11,16 @@ No tokenizer is needed: the pipeline is fed `prompt_embeds` made by the text enc
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
 from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import build_on_meta
+
+if TYPE_CHECKING:
+    from transformers import CLIPTextConfig
 
 DENOISING_STEPS = 5
 GUIDANCE_SCALE = 7.5
@@ -56,7 +61,7 @@ def vae_config(profile: str) -> dict:
     )
 
 
-def text_encoder_config(profile: str):
+def text_encoder_config(profile: str) -> CLIPTextConfig:
     """CLIPTextConfig of SD 1.5's text encoder (CLIP ViT-L/14: hidden 768, 12 layers, quick_gelu).
 
     `CLIPTextConfig()`'s defaults (hidden 512) do not fit the SD 1.5 UNet's cross-attention width.
@@ -89,7 +94,8 @@ class UNetNoisePrediction(torch.nn.Module):
 
     def __init__(self, profile: str):
         super().__init__()
-        from diffusers import UNet2DConditionModel
+        # From its own module: diffusers' top-level names are typed as placeholder classes without methods.
+        from diffusers.models.unets.unet_2d_condition import UNet2DConditionModel
 
         self.unet = UNet2DConditionModel(**unet_config(profile))
 
@@ -124,6 +130,13 @@ def noise_mse(predicted: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(predicted.float(), noise)
 
 
+def enable_unet_checkpointing(module: torch.nn.Module) -> None:
+    """Gradient checkpointing of the UNet's blocks (diffusers' switch), on a `build_unet` module."""
+    if not isinstance(module, UNetNoisePrediction):
+        raise TypeError(f"sd15-unet checkpointing needs the module `build_unet` returns, got {type(module).__name__}")
+    module.unet.enable_gradient_checkpointing()
+
+
 class TextEncoderHiddenStates(torch.nn.Module):
     """CLIPTextModel returning its last hidden state, which is what SD 1.5 feeds the UNet."""
 
@@ -148,7 +161,8 @@ class VaeDecode(torch.nn.Module):
 
     def __init__(self, profile: str):
         super().__init__()
-        from diffusers import AutoencoderKL
+        # From its own module: diffusers' top-level names are typed as placeholder classes without methods.
+        from diffusers.models.autoencoders.autoencoder_kl import AutoencoderKL
 
         self.vae = AutoencoderKL(**vae_config(profile))
 
@@ -171,7 +185,9 @@ class TextToImage(torch.nn.Module):
 
     def __init__(self, profile: str):
         super().__init__()
-        from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
+        from diffusers import DDIMScheduler
+        from diffusers.models.autoencoders.autoencoder_kl import AutoencoderKL
+        from diffusers.models.unets.unet_2d_condition import UNet2DConditionModel
         from transformers import CLIPTextModel
 
         self.profile = profile
@@ -191,7 +207,9 @@ class TextToImage(torch.nn.Module):
             vae=self.vae, text_encoder=self.text_encoder, tokenizer=None, unet=self.unet,
             scheduler=self.scheduler, safety_checker=None, feature_extractor=None, requires_safety_checker=False,
         )
-        pipe.set_progress_bar_config(disable=True)
+        # mypy reads `diffusers.StableDiffusionPipeline` as the placeholder diffusers exports when torch or
+        # transformers is missing, which lacks DiffusionPipeline's methods; at runtime it is the real pipeline.
+        pipe.set_progress_bar_config(disable=True)  # type: ignore[attr-defined]
         return pipe
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -215,7 +233,7 @@ WORKLOADS = (
         loss=noise_mse,
         batch_sizes={"smoke": (1,), "standard": (1, 2, 4), "full": (8, 16)},
         description="Stable Diffusion 1.5 UNet, one denoising step on 64x64 latents (diffusers UNet2DConditionModel)",
-        enable_checkpointing=lambda module: module.unet.enable_gradient_checkpointing(),
+        enable_checkpointing=enable_unet_checkpointing,
         supports_channels_last=True,
     ),
     Workload(

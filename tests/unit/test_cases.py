@@ -66,7 +66,7 @@ def test_batch_sizes_must_be_positive_integers():
     assert parse_batch_sizes("8, 32") == [8, 32]
     with pytest.raises(UsageError, match="positive"):
         parse_batch_sizes("0")
-    with pytest.raises(UsageError, match="not a comma-separated list of integers"):
+    with pytest.raises(UsageError, match="not a comma-separated list of whole numbers"):
         parse_batch_sizes("eight")
 
 

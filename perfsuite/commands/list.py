@@ -1,0 +1,40 @@
+"""`perfsuite list`: the case matrix the options select, one case a line, with the reason where one is skipped.
+
+It reads the same settings as pytest (`--device` here over `[tool.perfsuite]` in ./pyproject.toml over defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from perfsuite.settings import RawSettings
+
+MATRIX_KEYS = ("device", "dtype", "model", "batch-size", "mode", "profile", "ddp-processes")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The matrix options, named as pytest's `--perf-*` options without the prefix."""
+    for key in MATRIX_KEYS:
+        parser.add_argument(f"--{key}", help=f"as pytest's --perf-{key}")
+    parser.add_argument("--pyproject", default="pyproject.toml", help="where [tool.perfsuite] is read from")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the matrix; 0."""
+    from perfsuite.matrix.cases import build_matrix
+    from perfsuite.run import devices
+    from perfsuite.run.runner import case_skip_reason
+    from perfsuite.settings import load_settings
+    from perfsuite.workloads import registered_workloads
+
+    cli = RawSettings(**{key.replace("-", "_"): getattr(args, key.replace("-", "_")) for key in MATRIX_KEYS})
+    workloads = registered_workloads()
+    chosen = load_settings(
+        cli, Path(args.pyproject), list(workloads), devices.available_accelerators() or ["cpu"], flag_prefix="--"
+    )
+    facts = devices.device_facts()
+    for case in build_matrix(chosen.matrix, workloads):
+        reason = case_skip_reason(case, facts, chosen.ddp_processes)
+        print(case.benchmark_id if reason is None else f"{case.benchmark_id}  (skipped: {reason})")
+    return 0

@@ -1,232 +1,271 @@
-"""The regression decision: pure functions on round times, no I/O, no torch.
+"""The regression decision on runs: pure functions on run medians, no I/O, no torch.
 
-A time is called regressed only when two things agree (docs/gate.md, "Decision rule"):
+The unit of replication is a process, not a round: rounds of one process share its memory layout, allocator
+state, CPU placement and host, so they scatter far less than runs of separate processes do, and an
+interval built from rounds is too narrow (docs/gate.md). Each side is therefore summarised by its runs'
+median round times, one number per process, and the two sides are compared as samples of runs:
 
-1. the bootstrap confidence interval of the ratio of medians (current / baseline) lies wholly above
-   `1 + tolerance`, and
-2. a one-sided Mann-Whitney U test says the current rounds are larger than the baseline rounds stretched
-   by `1 + tolerance`, at the significance level matching the interval's one-sided tail.
-
-Improved is the mirror image below `1 - tolerance`; anything else is unchanged.
-
-With a reference workload timed in both sessions, the current rounds are also judged after dividing them
-by the reference's drift factor. By default (`drift_rule="both"`) a change is called only when the raw
-and the normalised comparisons call the same one: normalisation then removes a slow machine's false
-alarms without letting a noisy reference add its own (measurements in docs/gate.md).
+- The ratio shown is the median of the current run medians over the median of the baseline's.
+- Regressed: the ratio is above 1 + band, *and* a one-sided Mann-Whitney U test on the run medians says the
+  current runs are slower with p < `false_alarm_rate` (0.01). A rank test, because run medians on a shared
+  machine are skewed with a heavy slow tail (a busy spell makes one process x2-x5 slower): a t-test on them
+  raised 4-11% false alarms in the selftest, a rank test's false-alarm rate is at most its level whatever
+  the shape. Improved is the mirror image.
+- A rank test on K current and n baseline runs cannot give a p below 1 / C(n + K, K): one process can never
+  reach 0.01 against a history of 20 runs. Such a comparison is `uncalibrated`, says how many processes and
+  runs would calibrate it, and calls only a change beyond `uncalibrated_factor` (x2).
+- The detectable floor is the smallest slowdown the rule calls with probability `power`, from the between-
+  run spread of log run medians (pooled from both sides and shrunk toward the machine's pooled spread, so a
+  case with few runs borrows strength from the machine) and the rank test's efficiency; every verdict shows
+  it, and when noise puts it above the band, how many processes would bring it under.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats as scipy_stats
 
-from perfsuite.records import check_round_times
+from perfsuite.judge.tolerances import check_tolerance
 
-TimeOutcome = Literal["regressed", "improved", "unchanged", "too-few-rounds"]
-DriftRule = Literal["both", "normalised"]
+TimeOutcome = Literal["regressed", "improved", "unchanged", "uncalibrated"]
 MemoryOutcome = Literal["regressed", "improved", "unchanged", "not-compared"]
-
-# Bootstrap resamples are drawn in blocks of at most this many numbers per side, so a case with
-# many rounds does not allocate hundreds of megabytes at once.
-_BOOTSTRAP_BLOCK_ELEMENTS = 2_000_000
-# The interval uses at most this many rounds per side, evenly spaced, so a fast benchmark with thousands
-# of rounds is still decided in tens of milliseconds; fewer rounds only widen the interval (conservative).
-MAX_BOOTSTRAP_ROUNDS = 1000
+# The processes per gate run and per recording the README recommends: 3 current runs can reach p < 0.01
+# against 7 baseline runs (three recordings of 3 processes give 9).
+RECOMMENDED_PROCESSES = 3
+# Largest process count suggested; beyond it the answer is "record more baseline runs".
+MAX_SUGGESTED_PROCESSES = 50
 
 
 @dataclass(frozen=True)
 class DecisionConfig:
     """How the time decision is made; the defaults are the documented rule.
 
-    - `confidence`: two-sided level of the bootstrap interval of the median ratio (0.95: 2.5% per tail);
-      the Mann-Whitney test uses the one-sided level `(1 - confidence) / 2` so both criteria agree.
-    - `bootstrap_resamples`: resamples of each side for the interval.
-    - `seed`: seed of the resampling, so the same rounds always give the same verdict.
-    - `min_rounds`: fewer rounds than this on either side and no regression is called at all.
-    - `drift_rule`: with a reference on both sides, "both" calls a change only when the raw and the
-      drift-normalised comparisons agree; "normalised" follows the normalised comparison alone.
+    - `false_alarm_rate`: one-sided significance level of the rank test (0.01: at most 1% of unchanged cases
+      flagged when both sides' runs come from the same conditions).
+    - `power`: the detection probability the reported floor is computed for.
+    - `prior_runs`: how many runs' worth of weight the machine's pooled spread gets beside a case's own runs.
+    - `uncalibrated_factor`: with no spread known, only a ratio beyond this (or below its inverse) is called.
     """
 
-    confidence: float = 0.95
-    bootstrap_resamples: int = 2000
-    seed: int = 0
-    min_rounds: int = 5
-    drift_rule: DriftRule = "both"
+    false_alarm_rate: float = 0.01
+    power: float = 0.95
+    prior_runs: int = 4
+    uncalibrated_factor: float = 2.0
 
     def __post_init__(self) -> None:
-        if not 0.5 < self.confidence < 1:
-            raise ValueError(f"confidence must lie between 0.5 and 1 (e.g. 0.95), got {self.confidence!r}")
-        if self.bootstrap_resamples < 100:
-            raise ValueError(f"bootstrap_resamples must be at least 100, got {self.bootstrap_resamples!r}")
-        if self.min_rounds < 2:
-            raise ValueError(f"min_rounds must be at least 2, got {self.min_rounds!r}")
-        if self.drift_rule not in ("both", "normalised"):
-            raise ValueError(f"drift_rule must be 'both' or 'normalised', got {self.drift_rule!r}")
-
-    @property
-    def one_sided_alpha(self) -> float:
-        """Significance level of each one-sided criterion."""
-        return (1 - self.confidence) / 2
+        if not 0 < self.false_alarm_rate < 0.5:
+            raise ValueError(f"false_alarm_rate must lie in (0, 0.5), e.g. 0.01; got {self.false_alarm_rate!r}")
+        if not 0.5 < self.power < 1:
+            raise ValueError(f"power must lie in (0.5, 1), e.g. 0.95; got {self.power!r}")
+        if self.prior_runs < 0:
+            raise ValueError(f"prior_runs must be >= 0, got {self.prior_runs!r}")
+        if self.uncalibrated_factor <= 1:
+            raise ValueError(f"uncalibrated_factor must be > 1, got {self.uncalibrated_factor!r}")
 
 
 DEFAULT_DECISION = DecisionConfig()
 
 
 @dataclass(frozen=True)
-class TimeComparison:
-    """The outcome of comparing current round times with baseline round times.
+class Spread:
+    """A between-run spread: the standard deviation of log run medians and its degrees of freedom."""
 
-    `ratio` is median(current) / median(baseline); `normalised_ratio` is that ratio divided by the
-    reference workload's `drift` (None without a reference on both sides). `raw_outcome` is the decision
-    on `ratio`, `normalised_outcome` the one on `normalised_ratio`; `outcome` combines them by the drift
-    rule. `ci_low`, `ci_high` and the p-values are about the normalised ratio when there is one, else the
-    raw ratio, and are None when the outcome is `too-few-rounds`.
+    log_sd: float
+    degrees_of_freedom: int
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.log_sd) and self.log_sd >= 0) or self.degrees_of_freedom < 0:
+            raise ValueError(f"a spread needs a finite log_sd >= 0 and degrees of freedom >= 0, got {self!r}")
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """The outcome of comparing current runs with baseline runs.
+
+    `ratio` is the median of current run medians over that of the baseline's. `calibrated` says whether the
+    rank test could reach the false-alarm rate with these run counts (otherwise only the x2 rule applied).
+    `p_value_slower` and `p_value_faster` are the Mann-Whitney test's one-sided p-values (None when
+    uncalibrated); `ci_low`/`ci_high` bound the ratio at the test's level from the spread (None when
+    uncalibrated). `log_sd` is the between-run spread used and `degrees_of_freedom` its degrees of freedom.
+    `detectable_slowdown` is the floor: the smallest slowdown (as a fraction) called with the configured
+    power; `noise_slowdown` the same for the test alone, without the band; `processes_needed` the fewest
+    current processes with which the test is calibrated and the noise floor under the band (None when no
+    count up to MAX_SUGGESTED_PROCESSES does: the baseline needs more runs).
     """
 
     outcome: TimeOutcome
-    raw_outcome: TimeOutcome
-    normalised_outcome: TimeOutcome | None
-    baseline_median_s: float
-    current_median_s: float
     ratio: float
-    drift: float | None
-    normalised_ratio: float | None
+    current_runs: int
+    baseline_runs: int
+    calibrated: bool
+    log_sd: float | None
+    degrees_of_freedom: int
     ci_low: float | None
     ci_high: float | None
     p_value_slower: float | None
     p_value_faster: float | None
-
-    @property
-    def decision_ratio(self) -> float:
-        """The ratio the interval and p-values are about: normalised when a drift factor was given, else raw."""
-        return self.ratio if self.normalised_ratio is None else self.normalised_ratio
+    detectable_slowdown: float
+    noise_slowdown: float | None
+    processes_needed: int | None
 
 
-def drift_factor(current_reference_median_s: float | None, baseline_reference_median_s: float | None) -> float | None:
-    """How much slower the machine ran the reference workload now than when the baseline was recorded.
+def check_run_medians(run_medians_s: Sequence[float], what: str) -> np.ndarray:
+    """The logarithms of `run_medians_s`; ValueError unless they are finite times > 0 seconds, at least one."""
+    values = np.asarray(run_medians_s, dtype=float).reshape(-1)
+    if values.size == 0:
+        raise ValueError(f"{what}: no runs; at least one run is needed to judge")
+    if not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError(f"{what}: run medians must be finite times > 0 seconds, got {values[:5].tolist()!r}")
+    return np.log(values)
 
-    Returns current / baseline reference median, or None unless both medians are finite and > 0.
-    """
-    if current_reference_median_s is None or baseline_reference_median_s is None:
+
+def within_spread(groups: Sequence[Sequence[float]]) -> Spread | None:
+    """The pooled spread of log run medians within each group (each a case's runs); None with no degree of
+    freedom (every group a single run)."""
+    squares, freedom = 0.0, 0
+    for group in groups:
+        logs = np.log(np.asarray(group, dtype=float))
+        if logs.size >= 2:
+            squares += float(np.sum((logs - logs.mean()) ** 2))
+            freedom += logs.size - 1
+    if freedom == 0:
         return None
-    if not all(math.isfinite(x) and x > 0 for x in (current_reference_median_s, baseline_reference_median_s)):
+    return Spread(math.sqrt(squares / freedom), freedom)
+
+
+def combined_spread(own: Spread | None, machine: Spread | None, prior_runs: int) -> Spread | None:
+    """`own` spread shrunk toward the `machine`'s: a weighted mean of variances, the machine's weighted by at
+    most `prior_runs` degrees of freedom."""
+    own_df = own.degrees_of_freedom if own else 0
+    prior_df = min(prior_runs, machine.degrees_of_freedom) if machine else 0
+    if own_df + prior_df == 0:
         return None
-    return current_reference_median_s / baseline_reference_median_s
+    variance = (
+        (own.log_sd**2 * own_df if own else 0.0) + (machine.log_sd**2 * prior_df if machine else 0.0)
+    ) / (own_df + prior_df)
+    return Spread(math.sqrt(variance), own_df + prior_df)
 
 
-def median_ratio_interval(
-    current_s: np.ndarray, baseline_s: np.ndarray, confidence: float, resamples: int, seed: int
+def smallest_p_value(current_runs: int, baseline_runs: int) -> float:
+    """The smallest one-sided p-value a rank test on `current_runs` against `baseline_runs` can give:
+    every current run slower than every baseline run, 1 / C(n + K, K)."""
+    return 1 / math.comb(current_runs + baseline_runs, current_runs)
+
+
+def rank_test_p_values(current: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
+    """One-sided Mann-Whitney p-values (slower, faster) of `current` against `baseline`: exact without ties;
+    with ties (stored times are rounded) an exact or, past 9999 arrangements, a seeded permutation test,
+    since scipy's normal approximation is far off for a handful of runs."""
+    method: Any = "exact"
+    if np.unique(np.concatenate([current, baseline])).size < current.size + baseline.size:
+        method = scipy_stats.PermutationMethod(n_resamples=9999, random_state=0)
+    return (
+        float(scipy_stats.mannwhitneyu(current, baseline, alternative="greater", method=method).pvalue),
+        float(scipy_stats.mannwhitneyu(current, baseline, alternative="less", method=method).pvalue),
+    )
+
+
+def baseline_runs_needed(current_runs: int, false_alarm_rate: float) -> int:
+    """The fewest baseline runs with which `current_runs` runs can reach p < `false_alarm_rate`."""
+    if current_runs < 1 or not 0 < false_alarm_rate < 1:
+        raise ValueError(f"need current_runs >= 1 and a rate in (0, 1), got {current_runs!r}, {false_alarm_rate!r}")
+    baseline_runs = 1
+    while smallest_p_value(current_runs, baseline_runs) >= false_alarm_rate:
+        baseline_runs += 1
+    return baseline_runs
+
+
+# Asymptotic relative efficiency of the Mann-Whitney test against the t-test for normal data: the rank test
+# needs 1 / (3 / pi) times the runs for the same power, so its floor is sqrt(pi / 3) times the t-test's.
+RANK_TEST_EFFICIENCY = 3 / math.pi
+
+
+def _quantiles(spread: Spread, config: DecisionConfig) -> tuple[float, float]:
+    """Student quantiles (alarm, power) at the spread's degrees of freedom."""
+    df = max(spread.degrees_of_freedom, 1)
+    return float(scipy_stats.t.ppf(1 - config.false_alarm_rate, df)), float(scipy_stats.t.ppf(config.power, df))
+
+
+def _floor_log(
+    spread: Spread, current_runs: int, baseline_runs: int, quantiles: tuple[float, float]
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of median(current) / median(baseline) at two-sided `confidence`.
-
-    Each side is resampled with replacement independently, `resamples` times; the draws are seeded.
-    A side with more than MAX_BOOTSTRAP_ROUNDS rounds is first thinned to that many, evenly spaced.
-    """
-    current_s, baseline_s = _thinned(current_s), _thinned(baseline_s)
-    rng = np.random.default_rng(seed)
-    ratios = np.empty(resamples)
-    block_rows = max(1, _BOOTSTRAP_BLOCK_ELEMENTS // max(len(current_s), len(baseline_s)))
-    for start in range(0, resamples, block_rows):
-        rows = min(block_rows, resamples - start)
-        current_medians = np.median(current_s[rng.integers(0, len(current_s), (rows, len(current_s)))], axis=1)
-        baseline_medians = np.median(baseline_s[rng.integers(0, len(baseline_s), (rows, len(baseline_s)))], axis=1)
-        ratios[start : start + rows] = current_medians / baseline_medians
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(ratios, [tail, 1 - tail])
-    return float(low), float(high)
+    """(one-sided alarm threshold of the noise, noise floor at the configured power), as log ratios."""
+    standard_error = spread.log_sd * math.sqrt(1 / current_runs + 1 / baseline_runs) / math.sqrt(RANK_TEST_EFFICIENCY)
+    alarm = quantiles[0] * standard_error
+    return alarm, alarm + quantiles[1] * standard_error
 
 
-def _thinned(times_s: np.ndarray) -> np.ndarray:
-    if len(times_s) <= MAX_BOOTSTRAP_ROUNDS:
-        return times_s
-    return times_s[np.linspace(0, len(times_s) - 1, MAX_BOOTSTRAP_ROUNDS).round().astype(int)]
-
-
-def p_value_beyond(current_s: np.ndarray, baseline_s: np.ndarray, factor: float, slower: bool) -> float:
-    """One-sided Mann-Whitney U p-value that the current rounds exceed (`slower`) or fall below the
-    baseline rounds multiplied by `factor`.
-
-    Never NaN: a NaN (scipy versions differ on all-tied samples) counts as no evidence, 1.0.
-    """
-    result = scipy_stats.mannwhitneyu(current_s, baseline_s * factor, alternative="greater" if slower else "less")
-    p_value = float(result.pvalue)
-    return 1.0 if math.isnan(p_value) else p_value
-
-
-def _outcome(
-    interval: tuple[float, float], p_value_slower: float, p_value_faster: float, tolerance: float, alpha: float
-) -> TimeOutcome:
-    """The documented rule on one ratio: interval wholly beyond the band and the rank test agreeing."""
-    if interval[0] > 1 + tolerance and p_value_slower < alpha:
-        return "regressed"
-    if interval[1] < 1 - tolerance and p_value_faster < alpha:
-        return "improved"
-    return "unchanged"
-
-
-def compare_times(
-    current_s: tuple[float, ...] | list[float] | np.ndarray,
-    baseline_s: tuple[float, ...] | list[float] | np.ndarray,
+def compare_runs(
+    current_medians_s: Sequence[float],
+    baseline_medians_s: Sequence[float],
     tolerance: float,
-    drift: float | None = None,
+    machine_spread: Spread | None = None,
     config: DecisionConfig = DEFAULT_DECISION,
-) -> TimeComparison:
-    """Decide whether `current_s` round times regressed against `baseline_s` beyond `tolerance`.
+) -> RunComparison:
+    """Decide whether the current runs regressed against the baseline runs beyond `tolerance`.
 
-    `tolerance` is a fraction (0.10: a 10% band). `drift` is the reference workload's current / baseline
-    median; when given, the rounds are also judged after dividing the current ones by it, and the two
-    decisions are combined by `config.drift_rule`. Raises ValueError on empty, zero, negative or
-    non-finite times, or a tolerance outside [0, 1).
+    `current_medians_s` and `baseline_medians_s` are run medians in seconds (one per process);
+    `tolerance` a fraction (0.10: 10%); `machine_spread` the pooled spread of this machine's other cases.
+    Raises ValueError on empty, zero, negative or non-finite medians, or a tolerance outside [0, 1).
     """
     check_tolerance(tolerance, "tolerance")
-    check_round_times(current_s, "current round times")
-    check_round_times(baseline_s, "baseline round times")
-    if drift is not None and not (math.isfinite(drift) and drift > 0):
-        raise ValueError(f"drift must be a finite factor > 0 or None, got {drift!r}")
-    current = np.asarray(current_s, dtype=float)
-    baseline = np.asarray(baseline_s, dtype=float)
-    current_median_s = float(np.median(current))
-    baseline_median_s = float(np.median(baseline))
-    ratio = current_median_s / baseline_median_s
-    normalised_ratio = None if drift is None else ratio / drift
-    medians = {
-        "baseline_median_s": baseline_median_s, "current_median_s": current_median_s, "ratio": ratio,
-        "drift": drift, "normalised_ratio": normalised_ratio,
-    }
-    if min(len(current), len(baseline)) < config.min_rounds:
-        return TimeComparison(
-            **medians, outcome="too-few-rounds", raw_outcome="too-few-rounds",
-            normalised_outcome=None if drift is None else "too-few-rounds",
-            ci_low=None, ci_high=None, p_value_slower=None, p_value_faster=None,
+    current = check_run_medians(current_medians_s, "current runs")
+    baseline = check_run_medians(baseline_medians_s, "baseline runs")
+    ratio = float(np.median(current_medians_s) / np.median(baseline_medians_s))
+    log_ratio = math.log(ratio)
+    own = within_spread([np.exp(current).tolist(), np.exp(baseline).tolist()])
+    spread = combined_spread(own, machine_spread, config.prior_runs)
+    counts = {"current_runs": int(current.size), "baseline_runs": int(baseline.size)}
+    band_log = math.log1p(tolerance)
+    if spread is None or smallest_p_value(current.size, baseline.size) >= config.false_alarm_rate:
+        factor = config.uncalibrated_factor
+        outcome: TimeOutcome = (
+            "regressed" if ratio >= factor else "improved" if ratio <= 1 / factor else "uncalibrated"
         )
-    alpha = config.one_sided_alpha
-    raw_interval = median_ratio_interval(current, baseline, config.confidence, config.bootstrap_resamples, config.seed)
-    raw_p_slower = p_value_beyond(current, baseline, 1 + tolerance, slower=True)
-    raw_p_faster = p_value_beyond(current, baseline, 1 - tolerance, slower=False)
-    raw_outcome = _outcome(raw_interval, raw_p_slower, raw_p_faster, tolerance, alpha)
-    if drift is None:
-        return TimeComparison(
-            **medians, outcome=raw_outcome, raw_outcome=raw_outcome, normalised_outcome=None,
-            ci_low=raw_interval[0], ci_high=raw_interval[1], p_value_slower=raw_p_slower, p_value_faster=raw_p_faster,
+        return RunComparison(
+            outcome=outcome, ratio=ratio, **counts, calibrated=False, log_sd=None if spread is None else spread.log_sd,
+            degrees_of_freedom=0 if spread is None else spread.degrees_of_freedom, ci_low=None, ci_high=None,
+            p_value_slower=None, p_value_faster=None, detectable_slowdown=factor - 1, noise_slowdown=None,
+            processes_needed=processes_needed(spread, int(baseline.size), tolerance, config),
         )
-    # Dividing every current round by the drift puts the interval and the rank test on the same scale;
-    # with the same resamples the interval of the normalised ratio is exactly the raw one divided by it.
-    normalised = current / drift
-    interval = (raw_interval[0] / drift, raw_interval[1] / drift)
-    p_slower = p_value_beyond(normalised, baseline, 1 + tolerance, slower=True)
-    p_faster = p_value_beyond(normalised, baseline, 1 - tolerance, slower=False)
-    normalised_outcome = _outcome(interval, p_slower, p_faster, tolerance, alpha)
-    outcome = normalised_outcome
-    if config.drift_rule == "both" and normalised_outcome != raw_outcome:
+    p_slower, p_faster = rank_test_p_values(current, baseline)
+    if p_slower < config.false_alarm_rate and ratio > 1 + tolerance:
+        outcome = "regressed"
+    elif p_faster < config.false_alarm_rate and ratio < 1 - tolerance:
+        outcome = "improved"
+    else:
         outcome = "unchanged"
-    return TimeComparison(
-        **medians, outcome=outcome, raw_outcome=raw_outcome, normalised_outcome=normalised_outcome,
-        ci_low=interval[0], ci_high=interval[1], p_value_slower=p_slower, p_value_faster=p_faster,
+    alarm_log, noise_log = _floor_log(spread, int(current.size), int(baseline.size), _quantiles(spread, config))
+    power_log = noise_log - alarm_log
+    return RunComparison(
+        outcome=outcome, ratio=ratio, **counts, calibrated=True, log_sd=spread.log_sd,
+        degrees_of_freedom=spread.degrees_of_freedom,
+        ci_low=math.exp(log_ratio - alarm_log), ci_high=math.exp(log_ratio + alarm_log),
+        p_value_slower=p_slower, p_value_faster=p_faster,
+        detectable_slowdown=math.expm1(max(band_log, alarm_log) + power_log),
+        noise_slowdown=math.expm1(noise_log),
+        processes_needed=processes_needed(spread, int(baseline.size), tolerance, config),
     )
+
+
+def processes_needed(spread: Spread | None, baseline_runs: int, tolerance: float, config: DecisionConfig) -> int | None:
+    """The fewest current processes K with which the rank test can reach the false-alarm rate against
+    `baseline_runs` runs and the noise floor lies under the band; None when no K up to
+    MAX_SUGGESTED_PROCESSES can (then the baseline needs more runs) or the spread is unknown."""
+    if spread is None:
+        return None
+    quantiles = _quantiles(spread, config)
+    for current_runs in range(1, MAX_SUGGESTED_PROCESSES + 1):
+        if smallest_p_value(current_runs, baseline_runs) >= config.false_alarm_rate:
+            continue
+        if _floor_log(spread, current_runs, baseline_runs, quantiles)[1] <= math.log1p(tolerance):
+            return current_runs
+    return None
 
 
 def compare_memory(
@@ -235,8 +274,8 @@ def compare_memory(
     """Compare one memory figure with its baseline: (outcome, current / baseline).
 
     Memory is one number per case, so there is no test: regressed when current > baseline * (1 + tolerance),
-    improved when current < baseline * (1 - tolerance). `not-compared` when either figure is missing or
-    the baseline is 0.
+    improved when current < baseline * (1 - tolerance). `not-compared` when either figure is missing or the
+    baseline is 0.
     """
     check_tolerance(tolerance, "memory tolerance")
     if current_bytes is None or baseline_bytes is None or baseline_bytes <= 0:
@@ -249,9 +288,22 @@ def compare_memory(
     return "unchanged", ratio
 
 
-def check_tolerance(tolerance: float, what: str) -> None:
-    """Raise ValueError unless `tolerance` is a fraction in [0, 1): 0.10 means a 10% band."""
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
-        raise ValueError(
-            f"{what} must be a fraction in [0, 1), e.g. 0.10 for a 10% band; got {tolerance!r}"
-        )
+def pytest_benchmark_fails(current_median_s: float, baseline_median_s: float, threshold_fraction: float) -> bool:
+    """pytest-benchmark's `--benchmark-compare-fail=median:N%` with N = 100 * `threshold_fraction`: fails when
+    current / baseline * 100 - 100 > N (its PercentageRegressionCheck), on the medians of all rounds."""
+    return current_median_s / baseline_median_s * 100 - 100 > threshold_fraction * 100
+
+
+ASV_FACTOR = 1.1
+ASV_P_VALUE = 0.002
+
+
+def asv_fails(current_round_times_s: Sequence[float], baseline_round_times_s: Sequence[float]) -> bool:
+    """asv's rule (asv/commands/compare.py with asv/statistics.py): a regression when the ratio of medians
+    exceeds the factor 1.1 and a Mann-Whitney U test on the samples gives p < 0.002."""
+    current = np.asarray(current_round_times_s, dtype=float)
+    baseline = np.asarray(baseline_round_times_s, dtype=float)
+    if float(np.median(current)) <= ASV_FACTOR * float(np.median(baseline)):
+        return False
+    p_value = float(scipy_stats.mannwhitneyu(current, baseline, alternative="two-sided").pvalue)
+    return not math.isnan(p_value) and p_value < ASV_P_VALUE

@@ -6,17 +6,27 @@ Pure functions from a list of `Verdict` to text; nothing here decides anything.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from perfsuite.judge.verdicts import VERDICT_STATUSES, Verdict
-from perfsuite.records import format_seconds
-from perfsuite.store.baselines import RECORD_COMMAND
+from perfsuite.judge.verdicts import RECORD_COMMAND, VERDICT_STATUSES, Verdict
+from perfsuite.render.units import format_bytes, format_ratio, format_seconds
 
 VERDICTS_SCHEMA = "perfsuite-verdicts"
-VERDICTS_SCHEMA_VERSION = 1
-COLUMNS = ("benchmark", "verdict", "baseline", "current", "ratio", "normalised", "CI", "p", "band", "memory")
+VERDICTS_SCHEMA_VERSION = 2
+COLUMNS = (
+    "benchmark", "verdict", "baseline", "current", "ratio", "CI", "p", "runs", "band", "detects", "samples/s",
+    "memory", "memory change",
+)
+LEGEND = (
+    "ratio: median of the current runs' median times over the baseline runs'; CI: its interval at the test's "
+    "level; p: one-sided Mann-Whitney test on the run medians; runs: current vs baseline processes; band: the "
+    "smallest change that matters; detects: the smallest slowdown called with 95% power given these runs (the "
+    "floor); uncalibrated: too few runs for p < 0.01 to be possible, only a change beyond x2 fails; memory: the "
+    "case's own figure (CUDA peak allocated, or a fresh process's peak RSS), '-' where not its own. "
+    "launch-bound: under half the step is GPU kernels, so it measures the host CPU and Python as much as the GPU."
+)
 
 
 def _order(verdict: Verdict) -> tuple[int, int, str]:
@@ -24,31 +34,29 @@ def _order(verdict: Verdict) -> tuple[int, int, str]:
     return (0 if verdict.gate_failed else 1, VERDICT_STATUSES.index(verdict.status), verdict.benchmark_id)
 
 
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"x{value:.3f}"
-
-
 def _memory(verdict: Verdict) -> str:
     if verdict.memory_status == "not-compared":
         return "-"
-    return f"{_ratio(verdict.memory_ratio)} {verdict.memory_status}"
+    return f"{format_ratio(verdict.memory_ratio)} {verdict.memory_status}"
 
 
-def summary_counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
-    """How many verdicts have each status, plus `memory-regressed` and `gate-failed`; zero counts included."""
-    counts = {status: sum(v.status == status for v in verdicts) for status in VERDICT_STATUSES}
+def summary_counts(verdicts: Sequence[Verdict], errors: int = 0) -> dict[str, int]:
+    """How many verdicts have each status, plus `memory-regressed`, `errored` (cases that failed before a
+    verdict) and `gate-failed`; zero counts included."""
+    counts: dict[str, int] = {status: sum(v.status == status for v in verdicts) for status in VERDICT_STATUSES}
     counts["memory-regressed"] = sum(v.memory_status == "regressed" for v in verdicts)
-    counts["gate-failed"] = sum(v.gate_failed for v in verdicts)
+    counts["errored"] = errors
+    counts["gate-failed"] = sum(v.gate_failed for v in verdicts) + errors
     return counts
 
 
-def headline(verdicts: Sequence[Verdict]) -> str:
+def headline(verdicts: Sequence[Verdict], errors: int = 0) -> str:
     """One line: whether the gate failed and the non-zero counts, e.g.
-    `perfsuite gate FAILED: 1 regressed, 3 unchanged, 2 no-baseline`."""
-    if not verdicts:
+    `perfsuite gate FAILED: 1 regressed, 3 unchanged, 2 no-baseline, 1 errored`."""
+    if not verdicts and not errors:
         return "perfsuite gate: no benchmarks were judged"
-    counts = summary_counts(verdicts)
-    parts = [f"{counts[name]} {name}" for name in (*VERDICT_STATUSES, "memory-regressed") if counts[name]]
+    counts = summary_counts(verdicts, errors)
+    parts = [f"{counts[name]} {name}" for name in (*VERDICT_STATUSES, "memory-regressed", "errored") if counts[name]]
     state = "FAILED" if counts["gate-failed"] else "passed"
     return f"perfsuite gate {state}: {', '.join(parts)}"
 
@@ -58,17 +66,21 @@ def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, str]]:
     rows = []
     for verdict in sorted(verdicts, key=_order):
         interval = "-" if verdict.ci_low is None else f"[{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
+        floor = verdict.detectable_slowdown
         rows.append({
-            "benchmark": verdict.benchmark_id,
+            "benchmark": verdict.benchmark_id + (" (launch-bound)" if verdict.launch_bound else ""),
             "verdict": verdict.status,
             "baseline": format_seconds(verdict.baseline_median_s),
             "current": format_seconds(verdict.current_median_s),
-            "ratio": _ratio(verdict.ratio),
-            "normalised": _ratio(verdict.normalised_ratio),
+            "ratio": format_ratio(verdict.ratio),
             "CI": interval,
             "p": "-" if verdict.p_value is None else f"{verdict.p_value:.2g}",
+            "runs": f"{verdict.current_runs}/{'-' if verdict.baseline_runs is None else verdict.baseline_runs}",
             "band": f"+-{verdict.tolerance * 100:g}%",
-            "memory": _memory(verdict),
+            "detects": "-" if floor is None else f">={floor * 100:.3g}%",
+            "samples/s": f"{verdict.samples_per_s:.4g}",
+            "memory": format_bytes(verdict.current_memory_bytes),
+            "memory change": _memory(verdict),
         })
     return rows
 
@@ -82,23 +94,34 @@ def _details(verdicts: Sequence[Verdict]) -> list[str]:
     return lines
 
 
-def render_terminal(verdicts: Sequence[Verdict]) -> str:
-    """The headline, a fixed-width table (medians in readable units) and the messages that need reading."""
+def _error_lines(errors: Mapping[str, str]) -> list[str]:
+    return [f"{benchmark_id} errored: {message.strip().splitlines()[0] if message.strip() else '?'}"
+            for benchmark_id, message in sorted(errors.items())]
+
+
+def render_terminal(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None) -> str:
+    """The headline, a fixed-width table (medians in readable units), the messages that need reading, the cases
+    that errored and the legend."""
+    errors = errors or {}
     if not verdicts:
-        return headline(verdicts) + "\n"
+        return headline(verdicts, len(errors)) + "\n" + "".join(f"  {line}\n" for line in _error_lines(errors))
     table = pd.DataFrame(verdict_rows(verdicts), columns=list(COLUMNS)).to_string(index=False)
-    details = "".join(f"  {line}\n" for line in _details(verdicts))
-    return f"{headline(verdicts)}\n{table}\n" + (f"\n{details}" if details else "")
+    details = "".join(f"  {line}\n" for line in [*_details(verdicts), *_error_lines(errors)])
+    return f"{headline(verdicts, len(errors))}\n{table}\n" + (f"\n{details}" if details else "") + f"\n{LEGEND}\n"
 
 
-def render_json(verdicts: Sequence[Verdict]) -> str:
-    """A JSON document: schema, whether the gate failed, the counts and every verdict (seconds, bytes)."""
+def render_json(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None) -> str:
+    """A JSON document: schema, whether the gate failed, the counts, every verdict (seconds, bytes) and the
+    cases that errored with their messages."""
+    errors = errors or {}
+    counts = summary_counts(verdicts, len(errors))
     document = {
         "schema": VERDICTS_SCHEMA,
         "schema_version": VERDICTS_SCHEMA_VERSION,
-        "gate_failed": any(v.gate_failed for v in verdicts),
-        "counts": summary_counts(verdicts),
+        "gate_failed": counts["gate-failed"] > 0,
+        "counts": counts,
         "verdicts": [v.to_dict() for v in sorted(verdicts, key=_order)],
+        "errors": dict(sorted(errors.items())),
     }
     return json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
@@ -108,16 +131,18 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(verdicts: Sequence[Verdict]) -> str:
-    """A markdown report for a pull-request comment: the headline in bold, a table, and the messages."""
-    lines = [f"**{headline(verdicts)}**", ""]
+def render_markdown(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None) -> str:
+    """A markdown report for a pull-request comment: the headline in bold, a table, the messages, the legend."""
+    errors = errors or {}
+    lines = [f"**{headline(verdicts, len(errors))}**", ""]
     if not verdicts:
-        return "\n".join(lines)
+        return "\n".join(lines + [f"- {_cell(line)}" for line in _error_lines(errors)]) + "\n"
     lines.append("| " + " | ".join(COLUMNS) + " |")
     lines.append("|" + "|".join("---" for _ in COLUMNS) + "|")
     for row in verdict_rows(verdicts):
         lines.append("| " + " | ".join(_cell(row[column]) for column in COLUMNS) + " |")
-    details = _details(verdicts)
+    details = [*_details(verdicts), *_error_lines(errors)]
     if details:
         lines += ["", *(f"- {_cell(line)}" for line in details)]
+    lines += ["", f"_{LEGEND}_"]
     return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""Rendering verdicts as a terminal table, JSON and markdown."""
+"""Rendering verdicts and errored cases: the headline, a terminal table, JSON and markdown."""
 
 from __future__ import annotations
 
@@ -6,14 +6,23 @@ import dataclasses
 import json
 
 from perfsuite.judge.verdicts import Verdict
-from perfsuite.render.summary import headline, render_json, render_markdown, render_terminal, summary_counts
+from perfsuite.render.summary import (
+    LEGEND,
+    headline,
+    render_json,
+    render_markdown,
+    render_terminal,
+    summary_counts,
+    verdict_rows,
+)
 
 UNCHANGED = Verdict(
     benchmark_id="cpu-fp32-bert-base-bs8-train", status="unchanged", baseline_median_s=0.0456,
-    current_median_s=0.0461, ratio=1.011, normalised_ratio=None, ci_low=0.99, ci_high=1.03, p_value=0.9,
-    confidence=0.95, tolerance=0.10, baseline_rounds=30, current_rounds=30, memory_status="unchanged",
-    memory_figure="cpu_peak_rss_bytes", baseline_memory_bytes=1_000_000_000, current_memory_bytes=1_010_000_000,
-    memory_ratio=1.01, memory_tolerance=0.10, message="cpu-fp32-bert-base-bs8-train unchanged: ...",
+    current_median_s=0.0461, ratio=1.011, ci_low=0.99, ci_high=1.03, p_value=0.3, tolerance=0.10,
+    current_runs=3, baseline_runs=5, detectable_slowdown=0.12, processes_needed=None, samples_per_s=173.5,
+    tflops_per_s=None, gpu_busy_fraction=None, memory_status="unchanged", memory_figure="cpu_peak_rss_bytes",
+    baseline_memory_bytes=1_000_000_000, current_memory_bytes=1_010_000_000, memory_ratio=1.01,
+    memory_tolerance=0.10, message="cpu-fp32-bert-base-bs8-train unchanged: ...",
 )
 REGRESSED = dataclasses.replace(
     UNCHANGED, benchmark_id="cpu-fp32-resnet18-bs4-train", status="regressed", baseline_median_s=0.0123,
@@ -26,9 +35,18 @@ MEMORY_REGRESSED = dataclasses.replace(
 )
 NO_BASELINE = dataclasses.replace(
     UNCHANGED, benchmark_id="cpu-fp32-sd15-unet-bs1-infer", status="no-baseline", baseline_median_s=None,
-    ratio=None, ci_low=None, ci_high=None, p_value=None, baseline_rounds=None, memory_status="not-compared",
-    baseline_memory_bytes=None, memory_ratio=None, message="cpu-fp32-sd15-unet-bs1-infer: no baseline in ...",
+    ratio=None, ci_low=None, ci_high=None, p_value=None, baseline_runs=None, detectable_slowdown=None,
+    memory_status="not-compared", baseline_memory_bytes=None, memory_ratio=None,
+    message="cpu-fp32-sd15-unet-bs1-infer: no baseline in ...",
 )
+LAUNCH_BOUND = dataclasses.replace(
+    UNCHANGED, benchmark_id="cuda-fp32-resnet18-bs4-infer", gpu_busy_fraction=0.3,
+    memory_figure="cuda_max_allocated_bytes",
+)
+ERRORS = {"cpu-fp32-bert-base-bs8-infer": "RuntimeError: out of memory\nTraceback ...\n"}
+
+
+# --- headline and counts ----------------------------------------------------------------------------------------
 
 
 def test_headline_says_failed_and_counts_when_a_benchmark_regressed():
@@ -40,62 +58,135 @@ def test_headline_says_passed_without_regressions():
 
 
 def test_a_memory_regression_fails_the_headline():
-    assert headline([MEMORY_REGRESSED]).startswith("perfsuite gate FAILED: 1 unchanged, 1 memory-regressed")
+    assert headline([MEMORY_REGRESSED]) == "perfsuite gate FAILED: 1 unchanged, 1 memory-regressed"
+
+
+def test_an_errored_case_is_counted_and_fails_the_headline():
+    assert headline([UNCHANGED], errors=1) == "perfsuite gate FAILED: 1 unchanged, 1 errored"
+
+
+def test_errored_cases_alone_fail_the_headline():
+    assert headline([], errors=2) == "perfsuite gate FAILED: 2 errored"
 
 
 def test_headline_of_nothing_says_nothing_was_judged():
     assert headline([]) == "perfsuite gate: no benchmarks were judged"
 
 
-def test_counts_include_every_status_and_the_failures():
-    counts = summary_counts([UNCHANGED, REGRESSED, MEMORY_REGRESSED])
-    assert (counts["unchanged"], counts["regressed"], counts["incompatible"], counts["gate-failed"]) == (2, 1, 0, 2)
+def test_counts_include_every_status_with_zeros():
+    counts = summary_counts([UNCHANGED])
+    assert counts == {
+        "regressed": 0, "improved": 0, "unchanged": 1, "uncalibrated": 0, "no-baseline": 0, "incompatible": 0,
+        "memory-regressed": 0, "errored": 0, "gate-failed": 0,
+    }
 
 
-def test_terminal_table_lists_failures_first():
-    lines = render_terminal([UNCHANGED, NO_BASELINE, REGRESSED]).splitlines()
-    rows = [line.split()[0] for line in lines[2:5]]
-    assert rows == ["cpu-fp32-resnet18-bs4-train", "cpu-fp32-bert-base-bs8-train", "cpu-fp32-sd15-unet-bs1-infer"]
+def test_gate_failed_counts_failed_verdicts_and_errored_cases():
+    assert summary_counts([UNCHANGED, REGRESSED, MEMORY_REGRESSED], errors=2)["gate-failed"] == 4
 
 
-def test_terminal_table_shows_medians_in_readable_units_and_the_ratio():
-    text = render_terminal([REGRESSED])
-    assert "12.3 ms" in text and "16 ms" in text and "x1.301" in text and "[1.250, 1.350]" in text
+# --- rows and the terminal table -----------------------------------------------------------------------------------
 
 
-def test_terminal_output_repeats_the_regression_message():
-    assert REGRESSED.message in render_terminal([UNCHANGED, REGRESSED])
+def test_rows_list_failures_first_then_by_status_then_by_id():
+    rows = verdict_rows([NO_BASELINE, UNCHANGED, MEMORY_REGRESSED, REGRESSED])
+    assert [row["benchmark"] for row in rows] == [
+        "cpu-fp32-resnet18-bs4-train", "cpu-fp32-resnet18-bs8-infer", "cpu-fp32-bert-base-bs8-train",
+        "cpu-fp32-sd15-unet-bs1-infer",
+    ]
 
 
-def test_terminal_output_says_once_how_to_record_missing_baselines():
-    text = render_terminal([NO_BASELINE, dataclasses.replace(NO_BASELINE, benchmark_id="other")])
-    assert text.count("pytest --benchmark-only --perf-update-baseline") == 1
+def test_a_launch_bound_case_is_marked_in_the_benchmark_column():
+    assert verdict_rows([LAUNCH_BOUND])[0]["benchmark"] == "cuda-fp32-resnet18-bs4-infer (launch-bound)"
 
 
-def test_json_says_whether_the_gate_failed_with_counts_and_verdicts_in_seconds():
-    document = json.loads(render_json([UNCHANGED, REGRESSED]))
+def test_a_case_with_its_gpu_busy_is_not_marked():
+    busy = dataclasses.replace(LAUNCH_BOUND, gpu_busy_fraction=0.9)
+    assert verdict_rows([busy])[0]["benchmark"] == "cuda-fp32-resnet18-bs4-infer"
+
+
+def test_a_row_shows_runs_band_floor_and_memory_change():
+    row = verdict_rows([MEMORY_REGRESSED])[0]
+    shown = (row["runs"], row["band"], row["detects"], row["memory change"])
+    assert shown == ("3/5", "+-10%", ">=12%", "x1.300 regressed")
+
+
+def test_a_row_without_baseline_shows_dashes():
+    row = verdict_rows([NO_BASELINE])[0]
+    assert (row["baseline"], row["ratio"], row["CI"], row["p"], row["runs"], row["detects"]) == (
+        "-", "-", "-", "-", "3/-", "-",
+    )
+
+
+def test_the_terminal_report_lists_an_errored_case_with_the_first_line_of_its_message():
+    text = render_terminal([UNCHANGED], ERRORS)
+    assert "  cpu-fp32-bert-base-bs8-infer errored: RuntimeError: out of memory\n" in text
+    assert "Traceback" not in text
+
+
+def test_the_terminal_report_ends_with_the_legend():
+    assert render_terminal([UNCHANGED]).endswith(f"\n{LEGEND}\n")
+
+
+# --- JSON ------------------------------------------------------------------------------------------------------
+
+
+def test_json_has_the_schema_counts_errors_and_verdicts():
+    document = json.loads(render_json([UNCHANGED, REGRESSED], ERRORS))
+    assert (document["schema"], document["schema_version"]) == ("perfsuite-verdicts", 2)
+    assert (document["counts"]["errored"], document["counts"]["regressed"], document["gate_failed"]) == (1, 1, True)
+    assert document["errors"] == ERRORS
+    assert [v["benchmark_id"] for v in document["verdicts"]] == [
+        "cpu-fp32-resnet18-bs4-train", "cpu-fp32-bert-base-bs8-train",
+    ]
+
+
+def test_json_fails_the_gate_on_an_errored_case_alone():
+    document = json.loads(render_json([UNCHANGED], ERRORS))
     assert document["gate_failed"] is True
-    assert document["counts"]["regressed"] == 1
-    assert document["verdicts"][0]["benchmark_id"] == "cpu-fp32-resnet18-bs4-train"
-    assert document["verdicts"][0]["current_median_s"] == 0.0160
 
 
-def test_json_of_no_verdicts_passes():
-    document = json.loads(render_json([]))
-    assert (document["gate_failed"], document["verdicts"]) == (False, [])
+def test_json_passes_the_gate_without_failures():
+    assert json.loads(render_json([UNCHANGED, NO_BASELINE]))["gate_failed"] is False
 
 
-def test_markdown_has_a_bold_headline_and_one_table_row_per_verdict():
-    lines = render_markdown([UNCHANGED, REGRESSED, NO_BASELINE]).splitlines()
-    assert lines[0] == "**perfsuite gate FAILED: 1 regressed, 1 unchanged, 1 no-baseline**"
-    assert lines[2].startswith("| benchmark | verdict |")
-    assert sum(line.startswith("| cpu-") for line in lines) == 3
+def test_json_verdicts_carry_the_derived_flags():
+    verdict = json.loads(render_json([LAUNCH_BOUND]))["verdicts"][0]
+    assert (verdict["launch_bound"], verdict["gate_failed"]) == (True, False)
 
 
-def test_markdown_escapes_pipes_in_cells():
-    verdict = dataclasses.replace(REGRESSED, benchmark_id="cpu-fp32-a|b-bs1-train")
-    assert "| cpu-fp32-a\\|b-bs1-train |" in render_markdown([verdict])
+# --- markdown ------------------------------------------------------------------------------------------------------
 
 
-def test_markdown_memory_column_shows_ratio_and_status():
-    assert "| x1.300 regressed |" in render_markdown([MEMORY_REGRESSED])
+def test_markdown_opens_with_the_headline_in_bold():
+    assert render_markdown([UNCHANGED, REGRESSED]).startswith(
+        "**perfsuite gate FAILED: 1 regressed, 1 unchanged**\n"
+    )
+
+
+def test_markdown_ends_with_the_legend_in_italics():
+    assert render_markdown([UNCHANGED]).endswith(f"_{LEGEND}_\n")
+
+
+def test_the_legend_explains_launch_bound_and_detects():
+    assert "launch-bound: under half the step is GPU kernels" in LEGEND
+    assert "detects: the smallest slowdown called with 95% power" in LEGEND
+
+
+def test_markdown_marks_a_launch_bound_case_in_its_row():
+    assert "| cuda-fp32-resnet18-bs4-infer (launch-bound) | unchanged |" in render_markdown([LAUNCH_BOUND])
+
+
+def test_markdown_lists_an_errored_case():
+    assert "- cpu-fp32-bert-base-bs8-infer errored: RuntimeError: out of memory" in render_markdown([UNCHANGED], ERRORS)
+
+
+def test_markdown_of_errored_cases_alone_lists_them_under_the_headline():
+    assert render_markdown([], ERRORS) == (
+        "**perfsuite gate FAILED: 1 errored**\n\n- cpu-fp32-bert-base-bs8-infer errored: RuntimeError: out of memory\n"
+    )
+
+
+def test_markdown_escapes_a_pipe_in_a_message():
+    piped = dataclasses.replace(REGRESSED, message="regressed | see log")
+    assert "- regressed \\| see log" in render_markdown([piped])

@@ -1,198 +1,349 @@
-"""Judging one result against its baseline entry, and which tolerance applies to it."""
+"""Judging one measurement (its runs) against its baseline entry (a history of runs)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from datetime import datetime, timezone
+import re
 
-import numpy as np
 import pytest
+from scipy.stats import t as student_t
 
-from perfsuite.judge.verdicts import judge, parse_tolerance_table, tolerance_for, unknown_tolerance_keys
-from perfsuite.records import CaseResult
-from perfsuite.store.baselines import BaselineEntry, entry_from_result
+from perfsuite.judge.stats import Spread
+from perfsuite.judge.verdicts import REBASELINE_COMMAND, RECORD_COMMAND, Verdict, judge
+from perfsuite.records import BaselineEntry, Case, Measurement, Run, StoredRun
 
+CASE = Case(device="cpu", dtype="fp32", model="resnet18", batch_size=4, mode="train", profile="standard")
 BENCHMARK_ID = "cpu-fp32-resnet18-bs4-train"
-MACHINE = {"cpu_model": "AMD EPYC 7763 64-Core Processor", "accelerator_name": None, "machine_slug": "amd-epyc-7763"}
+MACHINE = {"cpu_model": "AMD EPYC 7763 64-Core Processor", "cpu_count": "2", "os": "Linux"}
+# Run medians around 12 ms, spread 1% between processes. Five runs against five can reach p = 1/C(10, 5) = 1/252.
+BASELINE_LOGS = (-0.01, 0.0, 0.01, -0.005, 0.005)
+# Seven baseline runs, the fewest against which three current runs can reach p < 0.01 (1/C(10, 3) = 1/120).
+SEVEN_LOGS = (-0.015, -0.01, -0.005, 0.0, 0.005, 0.01, 0.015)
 
 
-def result(
-    scale: float = 1.0, n: int = 30, seed: int = 1, memory_bytes: int | None = 500_000_000, **changes
-) -> CaseResult:
-    """A resnet18 cpu result whose rounds sit around 12 ms * scale with 4% lognormal noise."""
-    times = np.random.default_rng(seed).lognormal(math.log(0.012 * scale), 0.04, n)
+def run(median_s: float, memory_bytes: int | None = 500_000_000, **changes) -> Run:
     fields = dict(
-        benchmark_id=BENCHMARK_ID, device="cpu", dtype="fp32", model="resnet18", batch_size=4, mode="train",
-        profile="standard", round_times_s=tuple(times), samples_per_s=4 / (0.012 * scale),
-        memory_figure="cpu_peak_rss_bytes", memory_bytes=memory_bytes, flops_per_step=None, tflops_per_s=None,
-        config_digest="a1b2c3d4e5f6", torch_version="2.13.0", reference_round_times_s=(),
+        case=CASE, round_times_s=(median_s * 0.99, median_s, median_s * 1.01), samples_per_step=4,
+        flops_per_step=None, memory_figure="cpu_peak_rss_bytes", memory_bytes=memory_bytes,
+        config_digest="a1b2c3d4e5f6", torch_version="2.13.0", threads=2,
     )
     fields.update(changes)
-    return CaseResult(**fields)
+    return Run(**fields)
 
 
-def baseline(**changes) -> BaselineEntry:
-    entry = entry_from_result(
-        result(seed=2), commit="abc1234", recorded_at=datetime(2026, 12, 2, 15, 0, tzinfo=timezone.utc),
-        tolerance=0.10, memory_tolerance=0.10,
+def measurement(scale: float = 1.0, logs=BASELINE_LOGS, **changes) -> Measurement:
+    """Runs whose medians are 12 ms * scale * exp(log) for each log."""
+    return Measurement(CASE, tuple(run(0.012 * scale * math.exp(x), **changes) for x in logs))
+
+
+def rank_standard_error(sd: float, current: int, baseline: int) -> float:
+    """The standard error of a log ratio under the rank test: the t-test's over sqrt(3 / pi)."""
+    return sd * math.sqrt(1 / current + 1 / baseline) / math.sqrt(3 / math.pi)
+
+
+def baseline(logs=BASELINE_LOGS, memory_bytes: int | None = 500_000_000, **changes) -> BaselineEntry:
+    stored = tuple(
+        StoredRun(
+            median_s=0.012 * math.exp(x), rounds=3, round_times_s=(0.012 * math.exp(x),) * 3,
+            memory_bytes=memory_bytes, recorded_at="2026-12-02T15:00:00Z", commit="abc1234",
+        )
+        for x in logs
     )
-    return dataclasses.replace(entry, **changes)
+    fields = dict(
+        case=CASE, config_digest="a1b2c3d4e5f6", torch_version="2.13.0", threads=2, machine=dict(MACHINE),
+        memory_figure="cpu_peak_rss_bytes", samples_per_step=4, flops_per_step=None, gpu_busy_fraction=None,
+        tolerance=0.10, memory_tolerance=0.10, runs=stored,
+    )
+    fields.update(changes)
+    return BaselineEntry(**fields)
 
 
-# --- statuses -----------------------------------------------------------------------------------------
+# --- no baseline -----------------------------------------------------------------------------------------
 
 
-def test_no_baseline_is_not_a_failure_and_says_how_to_record_one():
-    verdict = judge(result(), None, None, MACHINE, baseline_source="baselines/cpu/amd-epyc-7763.json")
+def test_no_baseline_is_shown_and_not_gated():
+    verdict = judge(measurement(), None, MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("no-baseline", False)
-    assert "pytest --benchmark-only --perf-update-baseline" in verdict.message
-    assert "baselines/cpu/amd-epyc-7763.json" in verdict.message
 
 
-def test_an_unchanged_result_passes():
-    verdict = judge(result(scale=1.02), baseline(), MACHINE, MACHINE)
+def test_no_baseline_names_where_it_looked_and_how_to_record_one():
+    verdict = judge(measurement(), None, MACHINE, baseline_source="baselines/cpu/amd-epyc-7763.json")
+    assert "no baseline in baselines/cpu/amd-epyc-7763.json" in verdict.message
+    assert f"`{RECORD_COMMAND}`" in verdict.message
+
+
+# --- incompatible ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "entry_changes, reason",
+    [
+        ({"machine": {**MACHINE, "cpu_model": "Intel Xeon"}},
+         "machine cpu_model: baseline 'Intel Xeon', current 'AMD EPYC 7763 64-Core Processor'"),
+        ({"config_digest": "ffffffffffff"}, "config_digest: baseline 'ffffffffffff', current 'a1b2c3d4e5f6'"),
+        ({"torch_version": "2.12.0"}, "torch_version: baseline '2.12.0', current '2.13.0'"),
+        ({"threads": 8}, "threads: baseline 8, current 2"),
+    ],
+    ids=["machine", "config_digest", "torch_version", "threads"],
+)
+def test_a_baseline_of_another_setting_is_incompatible_and_says_why(entry_changes, reason):
+    verdict = judge(measurement(), baseline(**entry_changes), MACHINE)
+    assert (verdict.status, verdict.notes) == ("incompatible", (reason,))
+    assert reason in verdict.message
+
+
+def test_a_machine_fact_missing_on_one_side_is_a_reason():
+    current_machine = {**MACHINE, "memory_gib": "24"}
+    verdict = judge(measurement(), baseline(), current_machine)
+    assert verdict.notes == ("machine memory_gib: baseline None, current '24'",)
+
+
+def test_a_baseline_with_unknown_threads_is_compared_whatever_the_threads():
+    assert judge(measurement(), baseline(threads=None), MACHINE).status == "unchanged"
+
+
+def test_an_incompatible_baseline_never_fails_the_gate_even_when_far_slower():
+    verdict = judge(measurement(scale=3.0), baseline(torch_version="2.12.0"), MACHINE)
+    assert (verdict.status, verdict.gate_failed) == ("incompatible", False)
+
+
+def test_an_incompatible_verdict_shows_the_median_ratio_and_how_to_start_over():
+    verdict = judge(measurement(scale=1.5), baseline(torch_version="2.12.0"), MACHINE)
+    assert verdict.ratio == pytest.approx(1.5)
+    assert "x1.500" in verdict.message
+    assert f"`{REBASELINE_COMMAND}`" in verdict.message
+
+
+# --- time outcomes ------------------------------------------------------------------------------------------
+
+
+def test_an_unchanged_measurement_passes():
+    verdict = judge(measurement(scale=1.02), baseline(), MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("unchanged", False)
 
 
 def test_a_regression_fails_the_gate():
-    verdict = judge(result(scale=1.3), baseline(), MACHINE, MACHINE)
+    verdict = judge(measurement(scale=1.3), baseline(), MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("regressed", True)
 
 
 def test_an_improvement_passes():
-    verdict = judge(result(scale=0.7), baseline(), MACHINE, MACHINE)
+    verdict = judge(measurement(scale=0.7), baseline(), MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("improved", False)
 
 
-def test_a_regression_message_names_id_medians_ratio_band_interval_and_p_value():
-    verdict = judge(result(scale=1.3), baseline(), MACHINE, MACHINE)
-    assert verdict.message.startswith(f"{BENCHMARK_ID} regressed: median 12")
-    for fragment in ("ms ->", f"x{verdict.ratio:.3f}", "band 1.1", "tolerance 10%", "95% CI", "Mann-Whitney p ="):
-        assert fragment in verdict.message
+def test_a_regression_message_names_the_id_the_ratio_the_runs_and_the_floor():
+    verdict = judge(measurement(scale=1.3), baseline(), MACHINE)
+    assert verdict.message.startswith(f"{BENCHMARK_ID} regressed: median 12 ms -> 15.6 ms")
+    assert f"(x{verdict.ratio:.3f}, 5 run(s) vs 5 baseline run(s))" in verdict.message
+    assert "x1.300" in verdict.message
+    assert re.search(r"detects >= [\d.]+% here", verdict.message)
 
 
-def test_too_few_rounds_is_shown_not_gated():
-    verdict = judge(result(scale=2.0, n=3), baseline(), MACHINE, MACHINE)
-    assert (verdict.status, verdict.gate_failed) == ("too-few-rounds", False)
-    assert "--benchmark-min-rounds" in verdict.message
+def test_a_regression_message_gives_the_band_and_the_p_value():
+    # Every current run slower than every baseline run: the exact p is the smallest, 1/252 = 0.004.
+    verdict = judge(measurement(scale=1.3), baseline(), MACHINE)
+    assert "slower beyond the band 1.1 with p = 0.004 < 0.01 (CI [" in verdict.message
 
 
-@pytest.mark.parametrize(
-    "current_changes, machine_changes, reason",
-    [
-        ({}, {"cpu_model": "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"}, "cpu_model"),
-        ({"torch_version": "2.14.0"}, {}, "torch_version"),
-        ({"config_digest": "ffffffffffff"}, {}, "config_digest"),
-        ({"profile": "smoke"}, {}, "profile"),
-    ],
-)
-def test_another_machine_torch_config_or_profile_is_incompatible_and_never_gated(
-    current_changes, machine_changes, reason
-):
-    verdict = judge(result(scale=2.0, **current_changes), baseline(), MACHINE, {**MACHINE, **machine_changes})
-    assert (verdict.status, verdict.gate_failed) == ("incompatible", False)
-    assert verdict.notes[0].startswith(reason)
-    assert reason in verdict.message
+def test_a_regression_message_gives_the_floor_of_the_rank_test():
+    # Squares 0.00025 on 4 df on each side: sd sqrt(0.0005 / 8); the band dominates the alarm threshold.
+    se = rank_standard_error(math.sqrt(0.0005 / 8), 5, 5)
+    floor = math.expm1(math.log(1.10) + student_t.ppf(0.95, 8) * se)
+    verdict = judge(measurement(scale=1.3), baseline(), MACHINE)
+    assert verdict.detectable_slowdown == pytest.approx(floor)
+    assert verdict.message.endswith(f"; detects >= {floor * 100:.3g}% here")
 
 
-def test_an_incompatible_verdict_still_shows_the_median_ratio():
-    verdict = judge(result(scale=2.0, torch_version="2.14.0"), baseline(), MACHINE, MACHINE)
-    assert verdict.ratio == pytest.approx(2.0, rel=0.1)
+def test_the_verdict_carries_the_figures_of_the_comparison():
+    verdict = judge(measurement(scale=1.3, logs=(-0.01, 0.0, 0.01)), baseline(logs=SEVEN_LOGS), MACHINE)
+    assert (verdict.status, verdict.current_runs, verdict.baseline_runs) == ("regressed", 3, 7)
+    assert verdict.ratio == pytest.approx(1.3)
+    assert verdict.ci_low < 1.3 < verdict.ci_high
+    assert verdict.p_value == pytest.approx(1 / math.comb(10, 3))
+    assert verdict.processes_needed == 3
 
 
-def cuda_result() -> CaseResult:
-    return result(device="cuda", benchmark_id="cuda-fp32-resnet18-bs4-train", memory_figure="cuda_max_allocated_bytes")
+def test_the_p_value_of_an_improvement_is_the_faster_sides():
+    verdict = judge(measurement(scale=0.7), baseline(), MACHINE)
+    assert verdict.p_value == pytest.approx(1 / math.comb(10, 5))
+    assert "faster beyond the band 0.9 with p = 0.004 < 0.01" in verdict.message
 
 
-def test_another_gpu_is_incompatible_for_a_cuda_case():
-    current = cuda_result()
-    entry = baseline(device="cuda", memory_figure="cuda_max_allocated_bytes")
-    h200 = {**MACHINE, "accelerator_name": "NVIDIA H200"}
-    verdict = judge(current, entry, h200, {**h200, "accelerator_name": "NVIDIA A100-SXM4-80GB"})
-    assert verdict.status == "incompatible"
+def test_the_verdict_shows_the_medians_of_run_medians():
+    verdict = judge(measurement(scale=1.3), baseline(), MACHINE)
+    assert (verdict.baseline_median_s, verdict.current_median_s) == (pytest.approx(0.012), pytest.approx(0.0156))
 
 
-def test_another_cpu_on_the_same_gpu_is_compatible_for_a_cuda_case():
-    current = cuda_result()
-    entry = baseline(device="cuda", memory_figure="cuda_max_allocated_bytes")
-    h200 = {**MACHINE, "accelerator_name": "NVIDIA H200"}
-    verdict = judge(current, entry, h200, {**h200, "cpu_model": "Intel(R) Xeon(R) Platinum 8480+"})
-    assert verdict.status == "unchanged"
+def test_a_noisy_machine_spread_raises_the_floor_of_a_steady_case_but_does_not_decide_it():
+    # The rank test sees three runs all slower than seven whatever the machine's spread; the spread (shrunk to
+    # sqrt(0.09 * 4 / 12) on 12 df) only sets the floor and the interval.
+    current, entry = measurement(scale=1.2, logs=(0.0,) * 3), baseline(logs=(0.0,) * 7)
+    alone = judge(current, entry, MACHINE)
+    shrunk = judge(current, entry, MACHINE, machine_spread=Spread(0.3, 50))
+    assert (alone.status, shrunk.status) == ("regressed", "regressed")
+    assert alone.detectable_slowdown == pytest.approx(0.10)
+    noise = math.expm1((student_t.ppf(0.99, 12) + student_t.ppf(0.95, 12)) * rank_standard_error(math.sqrt(0.03), 3, 7))
+    assert shrunk.detectable_slowdown == pytest.approx(noise)
+    assert "the noise floor is above the 10% band: record more baseline runs" in shrunk.message
+    assert "noise floor" not in alone.message
 
 
-# --- memory ---------------------------------------------------------------------------------------------
+def test_the_tolerance_given_is_the_band_applied():
+    verdict = judge(measurement(scale=1.3), baseline(), MACHINE, tolerance=0.40)
+    assert (verdict.status, verdict.tolerance) == ("unchanged", 0.40)
 
 
-def test_a_memory_regression_fails_the_gate_even_when_time_is_unchanged():
-    verdict = judge(result(memory_bytes=600_000_000), baseline(), MACHINE, MACHINE)
+@pytest.mark.parametrize("keyword", ["tolerance", "memory_tolerance"])
+def test_a_band_of_ten_is_refused_naming_the_benchmark(keyword):
+    with pytest.raises(ValueError, match=f"^{BENCHMARK_ID}: "):
+        judge(measurement(), baseline(), MACHINE, **{keyword: 10})
+
+
+def test_a_noisy_case_says_how_many_processes_bring_its_floor_under_the_band():
+    # Squares 0.005 (2 df) and 0.025 (9 df): sd sqrt(0.03 / 11); (t_0.99 + t_0.95 on 11 df) * sd *
+    # sqrt(1/K + 1/10) / sqrt(3/pi) <= log(1.1) first holds at K = 18.
+    verdict = judge(measurement(logs=(-0.05, 0.0, 0.05)), baseline(logs=(-0.05, 0.05) * 5), MACHINE)
+    t_sum = student_t.ppf(0.99, 11) + student_t.ppf(0.95, 11)
+    sd = math.sqrt(0.03 / 11)
+    assert t_sum * rank_standard_error(sd, 18, 10) <= math.log(1.10) < t_sum * rank_standard_error(sd, 17, 10)
+    assert verdict.processes_needed == 18
+    assert "the noise floor is above the 10% band: --perf-processes 18 would bring it under" in verdict.message
+
+
+def test_a_case_too_noisy_for_its_baseline_asks_for_more_baseline_runs():
+    # Squares 0.08 (2 df) and 0.16 (6 df): sd 0.17, and even endless processes leave
+    # (t_0.99 + t_0.95 on 8 df) * 0.17 * sqrt(1/7) / sqrt(3/pi) = 0.32 above log(1.1).
+    noisy = (-0.2, 0.0, 0.2)
+    verdict = judge(measurement(logs=noisy), baseline(logs=noisy * 2 + (0.0,)), MACHINE)
+    assert (verdict.status, verdict.processes_needed) == ("unchanged", None)
+    assert "the noise floor is above the 10% band: record more baseline runs" in verdict.message
+
+
+def test_a_case_whose_floor_is_under_the_band_has_no_advice():
+    verdict = judge(measurement(scale=1.02), baseline(), MACHINE)
+    assert "noise floor" not in verdict.message
+    assert "within the band +-10% or within the noise (CI [" in verdict.message
+
+
+# --- uncalibrated --------------------------------------------------------------------------------------------
+
+
+def test_one_run_against_one_baseline_run_is_uncalibrated_and_not_gated():
+    verdict = judge(measurement(scale=1.5, logs=(0.0,)), baseline(logs=(0.0,)), MACHINE)
+    assert (verdict.status, verdict.gate_failed) == ("uncalibrated", False)
+    assert (verdict.p_value, verdict.ci_low, verdict.ci_high) == (None, None, None)
+
+
+def test_an_uncalibrated_message_says_why_and_asks_for_three_processes_against_seven_runs():
+    # One run against one: the smallest p is 1/C(2, 1) = 0.5. Three processes need seven baseline runs
+    # (C(10, 3) = 120 > 100 > C(9, 3) = 84): three recordings of three processes.
+    verdict = judge(measurement(scale=1.5, logs=(0.0,)), baseline(logs=(0.0,)), MACHINE)
+    assert verdict.message == (
+        f"{BENCHMARK_ID} uncalibrated: median 12 ms -> 18 ms (x1.500, 1 run(s) vs 1 baseline run(s)); "
+        "uncalibrated: with these runs no p below 0.5 is possible, not the 0.01 the gate needs, so only a change "
+        "beyond x2 is called; judge with --perf-processes 3 against >= 7 baseline runs "
+        f"(`{RECORD_COMMAND} --perf-processes 3`, recorded 3 times)"
+    )
+
+
+def test_an_uncalibrated_message_keeps_more_processes_than_three():
+    # Five runs against two: 1/C(7, 5) = 1/21 = 0.048. Five processes need four baseline runs
+    # (C(9, 5) = 126 > 100 > C(8, 5) = 56): two recordings of three processes.
+    verdict = judge(measurement(scale=1.5), baseline(logs=(-0.01, 0.01)), MACHINE)
+    assert verdict.status == "uncalibrated"
+    assert "no p below 0.048 is possible" in verdict.message
+    assert "judge with --perf-processes 5 against >= 4 baseline runs" in verdict.message
+    assert f"(`{RECORD_COMMAND} --perf-processes 3`, recorded 2 times)" in verdict.message
+
+
+def test_one_run_against_twenty_baseline_runs_nearly_twice_as_slow_is_uncalibrated():
+    # The one run slower than all twenty gives p = 1/21 at best.
+    logs = tuple(-0.02 + 0.04 * i / 19 for i in range(20))
+    verdict = judge(measurement(scale=1.9, logs=(0.0,)), baseline(logs=logs), MACHINE)
+    assert (verdict.status, verdict.gate_failed, verdict.p_value) == ("uncalibrated", False, None)
+    assert "no p below 0.048 is possible" in verdict.message
+
+
+def test_an_uncalibrated_change_beyond_twice_as_slow_fails_the_gate():
+    verdict = judge(measurement(scale=2.5, logs=(0.0,)), baseline(logs=(0.0,)), MACHINE)
+    assert (verdict.status, verdict.gate_failed) == ("regressed", True)
+    assert verdict.message.endswith(
+        "(x2.500, 1 run(s) vs 1 baseline run(s)); beyond x2, called although the runs are too few to calibrate the test"
+    )
+
+
+def test_one_run_against_twenty_baseline_runs_beyond_twice_as_slow_fails_the_gate():
+    logs = tuple(-0.02 + 0.04 * i / 19 for i in range(20))
+    verdict = judge(measurement(scale=2.5, logs=(0.0,)), baseline(logs=logs), MACHINE)
+    assert (verdict.status, verdict.gate_failed) == ("regressed", True)
+    assert "beyond x2, called although the runs are too few to calibrate the test" in verdict.message
+
+
+def test_an_uncalibrated_change_beyond_twice_as_fast_is_improved_and_passes():
+    verdict = judge(measurement(scale=0.4, logs=(0.0,)), baseline(logs=(0.0,)), MACHINE)
+    assert (verdict.status, verdict.gate_failed) == ("improved", False)
+    assert "beyond x2, called although the runs are too few to calibrate the test" in verdict.message
+
+
+# --- memory --------------------------------------------------------------------------------------------------
+
+
+def test_memory_is_not_gated_without_the_cases_own_figure():
+    # The runs measured 2x the memory, but no figure that belongs to the case alone was given.
+    verdict = judge(measurement(memory_bytes=1_000_000_000), baseline(), MACHINE)
+    assert (verdict.memory_status, verdict.gate_failed) == ("not-compared", False)
+
+
+def test_a_memory_regression_fails_the_gate_when_the_time_is_unchanged():
+    verdict = judge(measurement(), baseline(), MACHINE, current_memory_bytes=1_000_000_000)
     assert (verdict.status, verdict.memory_status, verdict.gate_failed) == ("unchanged", "regressed", True)
-    assert "memory regressed: cpu_peak_rss_bytes" in verdict.message
+    assert verdict.memory_ratio == pytest.approx(2.0)
 
 
-def test_memory_has_its_own_tolerance():
-    verdict = judge(result(memory_bytes=600_000_000), baseline(), MACHINE, MACHINE, memory_tolerance=0.25)
+def test_a_memory_regression_message_names_the_figure_and_the_band():
+    verdict = judge(measurement(), baseline(), MACHINE, current_memory_bytes=1_000_000_000)
+    assert "memory regressed: cpu_peak_rss_bytes 477 MiB -> 954 MiB (x2.000, above the band 1.1)" in verdict.message
+
+
+def test_memory_within_its_band_is_unchanged():
+    verdict = judge(measurement(), baseline(), MACHINE, current_memory_bytes=520_000_000)
     assert verdict.memory_status == "unchanged"
 
 
-def test_different_memory_figures_are_not_compared():
-    entry = baseline(memory_figure="mps_driver_allocated_bytes", memory_bytes=100)
-    verdict = judge(result(), entry, MACHINE, MACHINE)
-    assert (verdict.memory_status, verdict.gate_failed) == ("not-compared", False)
-    assert "memory figures differ" in verdict.notes[0]
+def test_memory_is_compared_with_the_memory_band_not_the_time_band():
+    verdict = judge(measurement(), baseline(), MACHINE, memory_tolerance=0.5, current_memory_bytes=700_000_000)
+    assert verdict.memory_status == "unchanged"
 
 
-# --- drift normalisation --------------------------------------------------------------------------------
+def test_different_memory_figures_are_not_compared_and_say_so():
+    verdict = judge(
+        measurement(), baseline(memory_figure="mps_driver_allocated_bytes"), MACHINE, current_memory_bytes=10**10
+    )
+    assert verdict.memory_status == "not-compared"
+    assert verdict.notes == ("memory figures differ: baseline mps_driver_allocated_bytes, current cpu_peak_rss_bytes",)
 
 
-def test_a_slow_session_seen_by_the_reference_workload_is_not_a_regression():
-    reference = tuple(np.random.default_rng(3).lognormal(math.log(0.0007), 0.03, 30))
-    verdict = judge(result(scale=1.4, reference_round_times_s=reference), baseline(reference_median_s=0.0005),
-                    MACHINE, MACHINE)
-    assert verdict.status == "unchanged"
-    assert verdict.normalised_ratio == pytest.approx(verdict.ratio / 1.4, rel=0.05)
+# --- launch-bound and the JSON form ----------------------------------------------------------------------------
 
 
-def test_without_a_reference_in_the_baseline_the_raw_ratio_decides():
-    reference = tuple(np.random.default_rng(3).lognormal(math.log(0.0007), 0.03, 30))
-    verdict = judge(result(scale=1.4, reference_round_times_s=reference), baseline(), MACHINE, MACHINE)
-    assert (verdict.status, verdict.normalised_ratio) == ("regressed", None)
+@pytest.mark.parametrize("busy, launch_bound", [(0.3, True), (0.5, False), (0.9, False), (None, False)])
+def test_launch_bound_means_under_half_the_step_in_gpu_kernels(busy, launch_bound):
+    verdict = judge(measurement(gpu_busy_fraction=busy), baseline(), MACHINE)
+    assert verdict.launch_bound is launch_bound
 
 
-# --- tolerance resolution -------------------------------------------------------------------------------
-
-OVERRIDES = {"default": 0.12, "resnet18": 0.15, BENCHMARK_ID: 0.20}
-
-
-def test_the_command_line_tolerance_wins_over_everything():
-    assert tolerance_for(BENCHMARK_ID, "resnet18", OVERRIDES, default=0.10, cli_override=0.05) == 0.05
-
-
-def test_a_benchmark_id_entry_wins_over_its_model():
-    assert tolerance_for(BENCHMARK_ID, "resnet18", OVERRIDES, default=0.10) == 0.20
+def test_to_dict_holds_every_field_and_the_derived_flags():
+    verdict = judge(measurement(scale=1.3, gpu_busy_fraction=0.3), baseline(), MACHINE)
+    document = verdict.to_dict()
+    field_names = {f.name for f in dataclasses.fields(Verdict)}
+    assert set(document) == field_names | {"gate_failed", "launch_bound"}
+    assert (document["gate_failed"], document["launch_bound"]) == (True, True)
 
 
-def test_a_model_entry_applies_to_its_other_benchmarks():
-    assert tolerance_for("cpu-fp32-resnet18-bs8-infer", "resnet18", OVERRIDES, default=0.10) == 0.15
-
-
-def test_the_table_default_wins_over_the_built_in_default():
-    assert tolerance_for("cpu-fp32-bert-base-bs8-train", "bert-base", OVERRIDES, default=0.10) == 0.12
-
-
-def test_the_built_in_default_applies_without_overrides():
-    assert tolerance_for(BENCHMARK_ID, "resnet18", {}, default=0.10) == 0.10
-
-
-def test_a_tolerance_table_with_a_percent_instead_of_a_fraction_is_rejected_naming_the_key():
-    with pytest.raises(ValueError, match=r"\[tool\.perfsuite\.tolerance\] in pyproject\.toml: 'resnet18'"):
-        parse_tolerance_table({"resnet18": 15}, "[tool.perfsuite.tolerance] in pyproject.toml")
-
-
-def test_a_valid_tolerance_table_is_read_as_fractions():
-    assert parse_tolerance_table({"default": 0.1, "resnet18": 0.15}, "table") == {"default": 0.1, "resnet18": 0.15}
-
-
-def test_tolerance_keys_naming_nothing_known_are_reported():
-    keys = unknown_tolerance_keys({"default": 0.1, "resnet18": 0.15, "resnet81": 0.2}, [BENCHMARK_ID], ["resnet18"])
-    assert keys == ["resnet81"]
+def test_to_dict_is_json_ready():
+    verdict = judge(measurement(), baseline(torch_version="2.12.0"), MACHINE)
+    document = json.loads(json.dumps(verdict.to_dict(), allow_nan=False))
+    assert document["notes"] == ["torch_version: baseline '2.12.0', current '2.13.0'"]

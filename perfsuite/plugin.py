@@ -1,32 +1,32 @@
-"""Thin pytest glue: options, the case matrix as parametrization, the `perf_run` fixture, machine info."""
+"""Thin pytest glue: options, the case matrix as parametrization, the `perf_run` fixture, the gate's hooks."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from perfsuite import settings
+from perfsuite import settings as settings_module
+from perfsuite.errors import BadFileError, UsageError
 from perfsuite.gate import Gate, GateSettings, current_commit
-from perfsuite.judge.verdicts import parse_tolerance_table
-from perfsuite.matrix.cases import Case, MatrixOptions, UsageError, build_matrix, sweep_key, sweep_skip_reason
+from perfsuite.matrix.cases import MatrixOptions, build_matrix, sweep_key, sweep_skip_reason
+from perfsuite.records import Case, Measurement, Run
 from perfsuite.render import summary
-from perfsuite.run import ddp as distributed
 from perfsuite.run import devices
-from perfsuite.run.runner import DEFAULT_WARMUP_STEPS, CaseOutOfMemory, case_result, case_skip_reason, run_case
-from perfsuite.store.baselines import BaselineFileError
+from perfsuite.run.processes import ISOLATIONS, CaseOutcome, RoundSettings, measure_in_processes
+from perfsuite.settings import Settings
 from perfsuite.workloads import registered_workloads
 
-_MATRIX_KEY = pytest.StashKey[list]()
-_OPTIONS_KEY = pytest.StashKey[MatrixOptions]()
-_WARMUP_KEY = pytest.StashKey[int]()
-_SKIPS_KEY = pytest.StashKey[dict]()
-_OUT_OF_MEMORY_KEY = pytest.StashKey[dict]()
+_SETTINGS_KEY = pytest.StashKey[Settings]()
+_MATRIX_KEY = pytest.StashKey[list[Case]]()
+_SKIPS_KEY = pytest.StashKey[dict[str, str]]()
+_OUT_OF_MEMORY_KEY = pytest.StashKey[dict[tuple[str, ...], int]]()
 _GATE_KEY = pytest.StashKey[Gate]()
-_WRITTEN_KEY = pytest.StashKey[list]()
+_WRITTEN_KEY = pytest.StashKey[list[str]]()
+_OUTCOMES_KEY = pytest.StashKey[dict[str, CaseOutcome]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,105 +39,88 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perf-batch-size", help="comma-separated batch sizes (default: the profile's per model)")
     group.addoption("--perf-mode", help="comma-separated train,infer (default: both where the model has them)")
     group.addoption("--perf-profile", help="smoke | standard | full (default: standard)")
-    group.addoption("--perf-warmup", help=f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})")
+    group.addoption("--perf-warmup", help=f"untimed warm-up steps per case (default: "
+                    f"{settings_module.DEFAULT_WARMUP_STEPS})")
+    group.addoption("--perf-processes", help="measure every case in K fresh processes, interleaved across cases "
+                    "(default: 1, in the pytest process); the gate judges runs, so K >= 3 calibrates it")
+    group.addoption("--perf-isolation", choices=ISOLATIONS, default="case",
+                    help="with --perf-processes: a fresh process per case (default) or per pass over all cases")
+    group.addoption("--perf-threads", help="torch CPU threads in each measuring process (default: torch's)")
     group.addoption("--perf-ddp-processes",
-                    help="processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu; "
-                    f"also ${distributed.PROCESSES_ENV})")
+                    help="processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu)")
     group.addoption("--perf-update-baseline", action="store_true",
-                    help="record the cases run into this machine's baseline files (others are kept)")
+                    help="append this session's runs to each case's baseline history (others are kept)")
+    group.addoption("--perf-rebaseline", action="store_true",
+                    help="start the baseline history of each case run over (after a torch upgrade, say); an "
+                    "unreadable baseline file is moved aside first")
+    group.addoption("--perf-machine", help="name this machine's baseline files, e.g. ci-m2-max (default: from the "
+                    "hardware)")
     group.addoption("--perf-baseline-dir", help="where baselines live (default: baselines/ beside pyproject.toml)")
-    group.addoption("--perf-tolerance", type=float,
-                    help="time band as a fraction for every case, e.g. 0.15 "
+    group.addoption("--perf-tolerance", help="time band for every case, e.g. 0.15 or 15% "
                     "(default 0.10, or [tool.perfsuite.tolerance])")
-    group.addoption("--perf-memory-tolerance", type=float,
-                    help="memory band as a fraction (default 0.10, or [tool.perfsuite.memory_tolerance])")
-    group.addoption("--perf-summary-dir",
-                    help="where the verdicts go as summary.json and summary.md (default: .perfsuite/)")
+    group.addoption("--perf-memory-tolerance", help="memory band, e.g. 0.10 (default 0.10, or "
+                    "[tool.perfsuite.memory_tolerance])")
+    group.addoption("--perf-summary-dir", help="where the verdicts go as summary.json and summary.md "
+                    "(default: .perfsuite/)")
+
+
+def session_settings(config: pytest.Config) -> Settings:
+    """The session's validated settings (command line over [tool.perfsuite] over defaults), read once."""
+    if _SETTINGS_KEY not in config.stash:
+        cli = settings_module.RawSettings(**{
+            key.replace("-", "_"): config.getoption(f"--perf-{key.replace('_', '-')}")
+            for key in (*settings_module.SETTING_KEYS, *settings_module.TABLE_KEYS)
+        })
+        try:
+            config.stash[_SETTINGS_KEY] = settings_module.load_settings(
+                cli, config.rootpath / "pyproject.toml", list(registered_workloads()),
+                devices.available_accelerators() or ["cpu"],
+            )
+        except UsageError as error:
+            raise pytest.UsageError(str(error)) from None
+    return config.stash[_SETTINGS_KEY]
+
+
+def matrix_options(config: pytest.Config) -> MatrixOptions:
+    """The session's matrix choices; other benchmark modules (tests/benchmarks/test_dataloader.py) size and place
+    their cases by them."""
+    return session_settings(config).matrix
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf: a perfsuite benchmark case")
-    # Validate the options now, so a bad value is a usage error before collection starts. Workloads
-    # registered in the root conftest.py (loaded before this hook) are known by now.
-    case_matrix(config)
-    _set_ddp_processes(config)
-    fingerprint = devices.machine_fingerprint()
-    config.stash[_GATE_KEY] = Gate(_gate_settings(config), fingerprint, current_commit(config.rootpath))
+    # Validate the options now, so a bad value is a usage error before collection starts. Workloads registered
+    # in the root conftest.py (loaded before this hook) are known by now.
+    chosen = session_settings(config)
+    config.stash[_MATRIX_KEY] = build_matrix(chosen.matrix, registered_workloads())
+    if chosen.threads is not None and chosen.processes == 1:
+        import torch
 
-
-def _set_ddp_processes(config: pytest.Config) -> None:
-    # prepare_case(case, workload) has no room for it, so the count reaches perfsuite.run.ddp (and
-    # pytest-xdist workers, if any) through the environment.
-    given = config.getoption("--perf-ddp-processes")
-    if given is None:
-        return
-    try:
-        distributed.ddp_processes("cpu", 1, given)
-    except UsageError as error:
-        raise pytest.UsageError(str(error)) from None
-    os.environ[distributed.PROCESSES_ENV] = str(given).strip()
-
-
-def _gate_settings(config: pytest.Config) -> GateSettings:
-    pyproject = config.rootpath / "pyproject.toml"
-    table = settings.read_pyproject_settings(pyproject)
-    where = f"{pyproject} [tool.perfsuite"
-    try:
-        tolerances = parse_tolerance_table(table.get("tolerance", {}), f"{where}.tolerance]")
-        memory_tolerances = parse_tolerance_table(table.get("memory_tolerance", {}), f"{where}.memory_tolerance]")
-    except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
-    baseline_dir = config.getoption("--perf-baseline-dir") or table.get("baseline-dir") or "baselines"
-    return GateSettings(
-        baseline_dir=config.rootpath / baseline_dir,
+        torch.set_num_threads(chosen.threads)
+    gate_settings = GateSettings(
+        baseline_dir=config.rootpath / chosen.baseline_dir,
         update=config.getoption("--perf-update-baseline"),
-        tolerance_overrides=tolerances,
-        memory_tolerance_overrides=memory_tolerances,
-        cli_tolerance=config.getoption("--perf-tolerance"),
-        cli_memory_tolerance=config.getoption("--perf-memory-tolerance"),
+        rebaseline=config.getoption("--perf-rebaseline"),
+        machine=chosen.machine,
+        tolerance_overrides=chosen.tolerances,
+        memory_tolerance_overrides=chosen.memory_tolerances,
+        cli_tolerance=chosen.cli_tolerance,
+        cli_memory_tolerance=chosen.cli_memory_tolerance,
     )
-
-
-def _raw_settings(config: pytest.Config) -> settings.RawSettings:
-    cli = settings.RawSettings(**{
-        key.replace("-", "_"): config.getoption(f"--perf-{key}") for key in settings.SETTING_KEYS
-    })
-    pyproject = config.rootpath / "pyproject.toml"
-    return settings.merge_settings(cli, settings.read_pyproject_settings(pyproject), str(pyproject))
-
-
-def matrix_options(config: pytest.Config) -> MatrixOptions:
-    """The session's validated choices (devices, dtypes, models, ..., profile), computed once; other
-    benchmark modules (tests/benchmarks/test_dataloader.py) size and place their cases by them."""
-    if _OPTIONS_KEY not in config.stash:
-        try:
-            raw = _raw_settings(config)
-            workloads = registered_workloads()
-            options = settings.matrix_options(raw, list(workloads), devices.available_accelerators() or ["cpu"])
-            warmup = settings.warmup_steps(raw, DEFAULT_WARMUP_STEPS)
-        except UsageError as error:
-            raise pytest.UsageError(str(error)) from None
-        config.stash[_OPTIONS_KEY] = options
-        config.stash[_WARMUP_KEY] = warmup
-    return config.stash[_OPTIONS_KEY]
-
-
-def case_matrix(config: pytest.Config) -> list[Case]:
-    """The cases the options select (computed once per session)."""
-    if _MATRIX_KEY not in config.stash:
-        config.stash[_MATRIX_KEY] = build_matrix(matrix_options(config), registered_workloads())
-    return config.stash[_MATRIX_KEY]
+    config.stash[_GATE_KEY] = Gate(gate_settings, devices.machine_fingerprint(), current_commit(config.rootpath))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "perf_case" not in metafunc.fixturenames:
         return
+    from perfsuite.run.runner import case_skip_reason
+
     facts = devices.device_facts()
-    cases = case_matrix(metafunc.config)
+    ddp_processes = session_settings(metafunc.config).ddp_processes
     skips = metafunc.config.stash.setdefault(_SKIPS_KEY, {})
     params = []
-    for case in cases:
-        reason = case_skip_reason(case, facts)
+    for case in metafunc.config.stash[_MATRIX_KEY]:
+        reason = case_skip_reason(case, facts, ddp_processes)
         marks = [pytest.mark.perf]
         if reason:
             skips[case.benchmark_id] = reason
@@ -147,13 +130,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    try:
-        raw = _raw_settings(config)
-    except UsageError as error:
-        return [f"perfsuite: {error}"]
+    chosen = config.stash.get(_SETTINGS_KEY, None)
+    if chosen is None:
+        return []
+    options = chosen.matrix
     return [
-        f"perfsuite: profile={raw.profile or 'standard'} device={raw.device or 'default'} "
-        f"dtype={raw.dtype or 'default'} model={raw.model or 'all'}"
+        f"perfsuite: profile={options.profile} device={','.join(options.devices)} dtype={','.join(options.dtypes)} "
+        f"model={','.join(options.models) if options.models else 'all'} processes={chosen.processes}"
     ]
 
 
@@ -172,60 +155,145 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     machine_info["perfsuite"] = devices.machine_fingerprint()
 
 
+def _session_cases(session: pytest.Session) -> list[Case]:
+    """The perf cases this session will run: collected, selected and not skipped."""
+    cases = []
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        case = callspec.params.get("perf_case") if callspec is not None else None
+        if isinstance(case, Case) and not item.get_closest_marker("skip"):
+            cases.append(case)
+    return cases
+
+
+def _measure_in_processes(request: pytest.FixtureRequest, chosen: Settings) -> dict[str, CaseOutcome]:
+    """Every case of the session measured in `chosen.processes` fresh processes, once, at the first case."""
+    config = request.config
+    if _OUTCOMES_KEY not in config.stash:
+        from perfsuite.workloads import get_workload
+        from perfsuite.workloads.sources import workload_sources
+
+        cases = _session_cases(request.session)
+        spec = {
+            "warmup_steps": chosen.warmup_steps, "threads": chosen.threads, "ddp_processes": chosen.ddp_processes,
+            "benchmark": vars(_round_settings(config)),
+            "workload_sources": {c.model: workload_sources(get_workload(c.model)) for c in cases},
+            "sys_path": [str(config.rootpath)],
+        }
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+        def progress(line: str) -> None:
+            if reporter is not None:
+                reporter.write_line(line)
+
+        config.stash[_OUTCOMES_KEY] = measure_in_processes(
+            cases, chosen.processes, config.getoption("--perf-isolation"), spec, progress=progress,
+        )
+    return config.stash[_OUTCOMES_KEY]
+
+
+def _round_settings(config: pytest.Config) -> RoundSettings:
+    return RoundSettings(
+        min_rounds=int(config.getoption("benchmark_min_rounds", 5) or 5),
+        max_time_s=float(config.getoption("benchmark_max_time", 1.0) or 1.0),
+        min_time_s=float(config.getoption("benchmark_min_time", 5e-6) or 5e-6),
+    )
+
+
+def _feed_benchmark(benchmark: Any, measurement: Measurement) -> None:
+    """Give pytest-benchmark's fixture the rounds of every run, so its table and JSON show them (its statistics
+    then pool the rounds of all processes; the per-run medians are in extra_info)."""
+    from perfsuite.run.runner import extra_info
+
+    if getattr(benchmark, "disabled", False) or not hasattr(benchmark, "_make_stats"):
+        return
+    benchmark._mode = "perfsuite processes"
+    stats = benchmark._make_stats(1)
+    for round_time_s in measurement.round_times_s:
+        stats.update(round_time_s)
+    benchmark.extra_info.update(extra_info(measurement.last))
+
+
 @pytest.fixture
-def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case], dict[str, Any]]:
-    """Run a case through the `benchmark` fixture: `perf_run(perf_case)` returns its figures.
+def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case], Measurement | None]:
+    """Run a case: `perf_run(perf_case)` measures it (in this process, or in --perf-processes fresh ones),
+    judges it against this machine's baseline and returns its Measurement (None when no round was timed).
 
-    The result is judged against this machine's baseline; a regression fails the test. A case that
-    runs out of device memory is skipped as such, and so are the larger batch sizes of its sweep; the
-    session goes on with the next case.
+    A regression fails the test. A case that runs out of device memory is skipped as such, and so are the
+    larger batch sizes of its sweep; the session goes on with the next case.
     """
-    matrix_options(request.config)  # validates the options and stashes the warm-up count
-    warmup = request.config.stash[_WARMUP_KEY]
-    out_of_memory = request.config.stash.setdefault(_OUT_OF_MEMORY_KEY, {})
+    from perfsuite.run.runner import CaseOutOfMemory, NonFiniteLoss, run_case
 
-    def run(case: Case) -> dict[str, Any]:
+    chosen = session_settings(request.config)
+    out_of_memory = request.config.stash.setdefault(_OUT_OF_MEMORY_KEY, {})
+    gate = request.config.stash[_GATE_KEY]
+
+    def run(case: Case) -> Measurement | None:
         reason = sweep_skip_reason(case, out_of_memory)
         if reason:
             pytest.skip(reason)
         try:
-            figures = run_case(benchmark, case, warmup_steps=warmup)
+            if chosen.processes > 1:
+                outcome = _measure_in_processes(request, chosen).get(case.benchmark_id, CaseOutcome())
+                if outcome.errors:
+                    raise RuntimeError(f"{case.benchmark_id}: {outcome.errors[0]}")
+                if outcome.out_of_memory:
+                    raise CaseOutOfMemory(outcome.out_of_memory)
+                runs: list[Run] = outcome.runs
+                measurement = Measurement(case, tuple(runs)) if runs else None
+                if measurement is not None:
+                    _feed_benchmark(benchmark, measurement)
+            else:
+                single = run_case(benchmark, case, chosen.warmup_steps, chosen.ddp_processes)
+                measurement = None if single is None else Measurement(case, (single,))
         except CaseOutOfMemory as error:
             out_of_memory[sweep_key(case)] = case.batch_size
             pytest.skip(str(error))
-        result = case_result(case, figures)
-        if result is not None:
-            _judge(request.config, result)
-        return figures
+        except NonFiniteLoss as error:
+            gate.errors[case.benchmark_id] = str(error)
+            pytest.fail(str(error), pytrace=False)
+        except Exception as error:
+            gate.errors[case.benchmark_id] = f"{type(error).__name__}: {error}"
+            raise
+        if measurement is not None:
+            _judge(gate, measurement)
+        return measurement
 
     return run
 
 
-def _judge(config: pytest.Config, result: Any) -> None:
-    gate = config.stash[_GATE_KEY]
+def _judge(gate: Gate, measurement: Measurement) -> None:
+    benchmark_id = measurement.case.benchmark_id
     try:
-        verdict = gate.check(result)
-    except BaselineFileError as error:
-        pytest.fail(f"{result.benchmark_id}: {error}", pytrace=False)
-    if verdict.gate_failed and not gate.settings.update:
+        verdict = gate.check(measurement)
+    except BadFileError as error:
+        gate.errors[benchmark_id] = str(error)
+        pytest.fail(f"{benchmark_id}: {error}", pytrace=False)
+    if verdict is not None and verdict.gate_failed and not gate.settings.records:
         pytest.fail(verdict.message, pytrace=False)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    gate = session.config.stash.get(_GATE_KEY, None)
-    if gate is None or not gate.verdicts:
+    config = session.config
+    gate = config.stash.get(_GATE_KEY, None)
+    if gate is None or not config.stash.get(_MATRIX_KEY, None) or not _session_cases(session):
         return
-    written = gate.record() if gate.settings.update else []
-    summary_dir = session.config.getoption("--perf-summary-dir") or session.config.rootpath / ".perfsuite"
-    written += gate.write_summary(session.config.rootpath / summary_dir)
-    session.config.stash[_WRITTEN_KEY] = written
+    written: list[str] = []
+    if gate.settings.records:
+        files, problems = gate.record()
+        written += [f"recorded {path}" for path in files] + problems
+        if problems:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    summary_dir = Path(session_settings(config).summary_dir)
+    written += [f"wrote {path}" for path in gate.write_summary(config.rootpath / summary_dir)]
+    config.stash[_WRITTEN_KEY] = written
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     gate = config.stash.get(_GATE_KEY, None)
-    if gate is None or not gate.verdicts:
+    if gate is None or (not gate.verdicts and not gate.errors):
         return
     terminalreporter.section("perfsuite regression gate")
-    terminalreporter.write_line(summary.render_terminal(gate.verdicts))
-    for path in config.stash.get(_WRITTEN_KEY, []):
-        terminalreporter.write_line(f"wrote {path}")
+    terminalreporter.write_line(summary.render_terminal(gate.verdicts, gate.errors))
+    for line in config.stash.get(_WRITTEN_KEY, []):
+        terminalreporter.write_line(line)

@@ -90,7 +90,8 @@ def channels_last_gradients_match(
     contiguous layout with those of a copy whose module and 4-D inputs are channels_last, on the device both are
     on. `module` itself is left as it was (its copies run the step, so BatchNorm running statistics stay)."""
     contiguous = copy.deepcopy(module).train()
-    channels_last = copy.deepcopy(module).train().to(memory_format=torch.channels_last)
+    # torch's stubs omit `memory_format`, which Module.to accepts (documented in torch.nn.Module.to).
+    channels_last = copy.deepcopy(module).train().to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     reference = one_step_gradients(contiguous, _in_layout(inputs, torch.contiguous_format), target, loss_of)
     candidate = one_step_gradients(channels_last, _in_layout(inputs, torch.channels_last), target, loss_of)
     return compare_gradients(reference, candidate, rtol, atol)

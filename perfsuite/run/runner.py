@@ -1,147 +1,162 @@
-"""A timed run of one case through pytest-benchmark's `benchmark` fixture.
+"""A timed run of one case through pytest-benchmark's `benchmark` fixture, in the process it is called in.
 
-pytest-benchmark does the rounds, statistics and storage, so its flags keep working. What this adds:
-the device is drained at the end of every round, warm-up steps run before any round is timed, FLOPs
-are counted once outside the timed rounds, and the case's figures land in `benchmark.extra_info`.
+pytest-benchmark does the rounds, so its flags keep working. What this adds: the device is drained at the end
+of every round, warm-up steps run before any round is timed (and a non-finite training loss stops the case),
+FLOPs are counted once outside the rounds, on CUDA one profiled pass after the rounds gives the GPU's busy
+fraction, and the result is a `Run` record whose figures also land in `benchmark.extra_info`.
 """
 
 from __future__ import annotations
 
-import os
+import math
 import statistics
-import time
 from typing import Any
 
 import torch
 
-from perfsuite.matrix.cases import Case, DeviceFacts, skip_reason
-from perfsuite.records import CaseResult
-from perfsuite.run import devices
-from perfsuite.run.steps import count_flops, prepare_case
+from perfsuite.matrix.axes import base_mode
+from perfsuite.matrix.cases import DeviceFacts, skip_reason
+from perfsuite.records import Case, Fact, Run
+from perfsuite.run import devices, profiling
+from perfsuite.run.steps import PreparedCase, count_flops, prepare_case
 from perfsuite.workloads import get_workload
 
-DEFAULT_WARMUP_STEPS = 3
 EVENT_TIMED_STEPS = 5
-REFERENCE_ROUNDS = 10
-REFERENCE_MATMULS = 8
-REFERENCE_SIDE = 256
-
-
-def case_skip_reason(case: Case, facts: DeviceFacts) -> str | None:
-    """Why `case` cannot run here: the matrix's rules, and for train-ddp the processes it needs."""
-    reason = skip_reason(case, facts)
-    if reason is None and case.mode == "train-ddp":
-        from perfsuite.run import ddp as distributed
-        device_count = devices.device_count(case.device)
-        configured = os.environ.get(distributed.PROCESSES_ENV)
-        processes = distributed.ddp_processes(case.device, device_count, configured)
-        reason = distributed.ddp_skip_reason(case.device, processes, device_count)
-    return reason
 
 
 class CaseOutOfMemory(Exception):
     """The device ran out of memory while the case was built, warmed up or timed."""
 
 
-def run_case(benchmark: Any, case: Case, warmup_steps: int = DEFAULT_WARMUP_STEPS) -> dict[str, Any]:
-    """Benchmark `case` with the pytest-benchmark fixture; return the extra_info it recorded plus
-    `round_times_s`, every timed round in seconds (kept out of the JSON, which has its own `data`), and
-    `reference_round_times_s`, the reference workload's rounds just before and after.
+class NonFiniteLoss(Exception):
+    """A training step returned a NaN or infinite loss: timing it would record a broken model as a baseline."""
 
-    Warm-up steps absorb first-call costs (cuDNN autotuning, MPS graph and shader compilation, lazy
-    allocator growth) and are not timed.
+
+def case_skip_reason(case: Case, facts: DeviceFacts, ddp_processes: int | None = None) -> str | None:
+    """Why `case` cannot run here: the matrix's rules, and for train-ddp the processes it needs."""
+    reason = skip_reason(case, facts)
+    if reason is None and case.mode == "train-ddp":
+        from perfsuite.run.ddp.plan import ddp_processes as processes_for
+        from perfsuite.run.ddp.plan import ddp_skip_reason
+
+        device_count = devices.device_count(case.device)
+        processes = processes_for(case.device, device_count, ddp_processes)
+        reason = ddp_skip_reason(case.device, processes, device_count)
+    return reason
+
+
+def run_case(
+    benchmark: Any,
+    case: Case,
+    warmup_steps: int,
+    ddp_processes: int | None = None,
+    fresh_process: bool = False,
+) -> Run | None:
+    """Benchmark `case` with the pytest-benchmark fixture `benchmark`; return its `Run`, or None when no round
+    was timed (`--benchmark-disable` runs the step once, untimed).
+
+    Warm-up steps absorb first-call costs (cuDNN autotuning, MPS graph and shader compilation, lazy allocator
+    growth) and are not timed. `fresh_process` says the case has this process to itself, which makes the
+    process's memory figure the case's own. Raises CaseOutOfMemory when the device runs out of memory
+    anywhere in the case, NonFiniteLoss when a warm-up training step's loss is NaN or infinite.
     """
     workload = get_workload(case.model)
     devices.free_cached_memory(case.device)
-    prepared = None
+    prepared: PreparedCase | None = None
     try:
-        prepared = prepare_case(case, workload)
-        for _ in range(warmup_steps):
-            prepared.timed_step()
+        prepared = _prepare(case, ddp_processes)
+        digest, parameter_count, samples_per_step = prepared.config_digest, prepared.parameter_count, prepared.samples
+        prepared_facts = dict(prepared.extra_facts)
+        check_warmup(prepared, warmup_steps)
         flops_per_step = count_flops(prepared.run_step)
         devices.synchronize(case.device)
-        reference_round_times_s = time_reference_s(case.device, REFERENCE_ROUNDS)
         devices.reset_memory_peak(case.device)
         benchmark(prepared.timed_step)
-        reference_round_times_s += time_reference_s(case.device, REFERENCE_ROUNDS)
+        stats = getattr(benchmark, "stats", None)
+        round_times_s = list(stats.stats.data) if stats is not None else []
+        memory_bytes = devices.memory_figures_bytes(case.device)
+        memory_figure = devices.memory_figure_name(case.device)
+        event_median_s = None
+        if devices.has_events(case.device):
+            event_median_s = statistics.median(
+                devices.time_with_events_s(prepared.run_step, case.device, EVENT_TIMED_STEPS)
+            )
+        busy = None
+        if case.device == "cuda" and round_times_s:
+            kernel_s = profiling.cuda_kernel_times_s(prepared.run_step)["kernel_s"]
+            busy = profiling.gpu_busy_fraction(kernel_s, statistics.median(round_times_s))
     except Exception as error:
-        if prepared is not None:
-            prepared.close()
-        del prepared
-        devices.free_cached_memory(case.device)
         if devices.is_out_of_memory(error):
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise CaseOutOfMemory(
                 f"{case.benchmark_id}: out of memory at batch size {case.batch_size} ({first_line})"
             ) from None
         raise
-
-    memory_bytes = devices.memory_figures_bytes(case.device)
-    memory_figure = devices.memory_figure_name(case.device)
-    extra_info: dict[str, Any] = {
-        "device": case.device,
-        "dtype": case.dtype,
-        "model": case.model,
-        "batch_size": case.batch_size,
-        "mode": case.mode,
-        "profile": case.profile,
-        "parameter_count": prepared.parameter_count,
-        "config_digest": prepared.config_digest,
-        "flops_per_step": flops_per_step,
-        "memory_figure": memory_figure,
-        "memory_bytes": memory_bytes[memory_figure],
-        **memory_bytes,
-        **workload.extra_facts,
-        **prepared.extra_facts,
-    }
-    stats = getattr(benchmark, "stats", None)
-    if stats is not None:  # None under --benchmark-disable, where the step ran once, untimed
-        median_s = stats.stats.median
-        extra_info["samples_per_s"] = prepared.samples / median_s
-        # flops_per_step is one process's; a train-ddp step runs it in every process.
-        processes = prepared.samples // case.batch_size
-        extra_info["tflops_per_s"] = flops_per_step * processes / median_s / 1e12 if flops_per_step else None
-    if devices.has_events(case.device):
-        event_times_s = devices.time_with_events_s(prepared.run_step, case.device, EVENT_TIMED_STEPS)
-        extra_info["event_median_s"] = statistics.median(event_times_s)
-    benchmark.extra_info.update(extra_info)
-    prepared.close()
-    del prepared
-    devices.free_cached_memory(case.device)
-    round_times_s = list(stats.stats.data) if stats is not None else []
-    return {**extra_info, "round_times_s": round_times_s, "reference_round_times_s": reference_round_times_s}
-
-
-def time_reference_s(device: str, rounds: int) -> list[float]:
-    """Seconds per round of a small fixed workload (chained 256x256 fp32 matmuls) on `device`.
-
-    Timed just before and just after each case, it tracks how fast the machine is at that moment, so
-    the gate can tell a slower model from a slower machine (thermal throttling, a busy neighbour).
-    """
-    generator = torch.Generator().manual_seed(0)
-    matrix = (torch.randn(REFERENCE_SIDE, REFERENCE_SIDE, generator=generator) / REFERENCE_SIDE**0.5).to(device)
-    times_s = []
-    for _ in range(rounds):
-        devices.synchronize(device)
-        start_s = time.perf_counter()
-        product = matrix
-        for _ in range(REFERENCE_MATMULS):
-            product = product @ matrix
-        devices.synchronize(device)
-        times_s.append(time.perf_counter() - start_s)
-    return times_s
-
-
-def case_result(case: Case, figures: dict[str, Any]) -> CaseResult | None:
-    """The gate's view of a run's figures (from `run_case`); None when no round was timed."""
-    if not figures["round_times_s"]:
+    finally:
+        if prepared is not None:
+            prepared.close()
+        del prepared
+        devices.free_cached_memory(case.device)
+    if not round_times_s:
         return None
-    return CaseResult(
-        benchmark_id=case.benchmark_id, device=case.device, dtype=case.dtype, model=case.model,
-        batch_size=case.batch_size, mode=case.mode, profile=case.profile,
-        round_times_s=tuple(figures["round_times_s"]), samples_per_s=figures["samples_per_s"],
-        memory_figure=figures["memory_figure"], memory_bytes=figures["memory_bytes"],
-        flops_per_step=figures["flops_per_step"], tflops_per_s=figures["tflops_per_s"],
-        config_digest=figures["config_digest"], torch_version=torch.__version__,
-        reference_round_times_s=tuple(figures["reference_round_times_s"]),
+    facts: dict[str, Fact] = {
+        **workload.extra_facts, **prepared_facts, **memory_bytes, "fresh_process": fresh_process,
+    }
+    run = Run(
+        case=case,
+        round_times_s=tuple(round_times_s),
+        samples_per_step=samples_per_step,
+        flops_per_step=flops_per_step,
+        memory_figure=memory_figure,
+        memory_bytes=memory_bytes.get(memory_figure),
+        config_digest=digest,
+        torch_version=torch.__version__,
+        threads=torch.get_num_threads(),
+        parameter_count=parameter_count,
+        gpu_busy_fraction=busy,
+        event_median_s=event_median_s,
+        facts=facts,
     )
+    benchmark.extra_info.update(extra_info(run))
+    return run
+
+
+def _prepare(case: Case, ddp_processes: int | None) -> PreparedCase:
+    """The case built on its device: train-ddp starts its worker ranks, every other mode composes one step."""
+    workload = get_workload(case.model)
+    if case.mode == "train-ddp":
+        from perfsuite.run.ddp.rank0 import prepare_ddp_case
+
+        return prepare_ddp_case(case, workload, ddp_processes)
+    return prepare_case(case, workload)
+
+
+def check_warmup(prepared: PreparedCase, warmup_steps: int) -> None:
+    """Run the warm-up steps; for training, fail on a non-finite loss naming the step and the value."""
+    training = base_mode(prepared.case.mode) == "train"
+    for step in range(1, warmup_steps + 1):
+        output = prepared.timed_step()
+        if training and isinstance(output, torch.Tensor) and output.numel() == 1:
+            loss = float(output.detach().float().cpu())
+            if not math.isfinite(loss):
+                raise NonFiniteLoss(
+                    f"{prepared.case.benchmark_id}: warm-up step {step} returned the loss {loss}; a model that "
+                    "trains to NaN or infinity is broken, so it is not timed (check the model, its inputs and "
+                    "its learning rate)"
+                )
+
+
+def extra_info(run: Run) -> dict[str, Fact]:
+    """The figures of `run` as pytest-benchmark's `extra_info` (and so its JSON) carries them."""
+    case = run.case
+    return {
+        "device": case.device, "dtype": case.dtype, "model": case.model, "batch_size": case.batch_size,
+        "mode": case.mode, "profile": case.profile,
+        "parameter_count": run.parameter_count, "config_digest": run.config_digest,
+        "flops_per_step": run.flops_per_step, "samples_per_step": run.samples_per_step,
+        "memory_figure": run.memory_figure, "memory_bytes": run.memory_bytes,
+        "samples_per_s": run.samples_per_s, "tflops_per_s": run.tflops_per_s,
+        "event_median_s": run.event_median_s, "gpu_busy_fraction": run.gpu_busy_fraction,
+        "threads": run.threads,
+        **run.facts,
+    }

@@ -4,7 +4,7 @@
 backward, optimizer step. Mixed precision is `torch.autocast(device_type=...)` with bf16 or fp16 (weights
 stay fp32); fp16 training scales the loss with `torch.amp.GradScaler(device)`.
 Variants: `train-checkpoint` turns on the workload's gradient checkpointing; `*-channels-last` puts the
-module and its 4-D inputs in channels_last memory format; `train-ddp` is built by `perfsuite.run.ddp`.
+module and its 4-D inputs in channels_last memory format; `train-ddp` is built by `perfsuite.run.ddp.rank0`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from perfsuite.matrix.cases import Case
+from perfsuite.matrix.axes import base_mode
+from perfsuite.records import Case
 from perfsuite.run.devices import synchronize
 from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import materialize_random_weights
@@ -47,10 +48,12 @@ class PreparedCase:
         """Samples one step processes: the batch size, or more where several processes share a step."""
         return self.samples_per_step or self.case.batch_size
 
-    def timed_step(self) -> None:
-        """One step that returns only when the device has finished it: what each timed round runs."""
-        self.run_step()
+    def timed_step(self) -> torch.Tensor:
+        """One step that returns only when the device has finished it: what each timed round runs.
+        Returns the step's output (the loss of a training step)."""
+        output = self.run_step()
         synchronize(self.case.device)
+        return output
 
 
 def to_device(value: Any, device: str, channels_last: bool = False) -> Any:
@@ -61,11 +64,6 @@ def to_device(value: Any, device: str, channels_last: bool = False) -> Any:
     if isinstance(value, dict):
         return {k: to_device(v, device, channels_last) for k, v in value.items()}
     return value
-
-
-def base_mode(mode: str) -> str:
-    """`train` or `infer`: what a mode or variant runs."""
-    return mode.split("-")[0]
 
 
 def call_module(module: torch.nn.Module, inputs: Any) -> Any:
@@ -85,18 +83,20 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     if case.mode not in workload.modes:
         raise ValueError(f"{workload.name} has no mode {case.mode!r}; it has {', '.join(workload.modes)}")
     if case.mode == "train-ddp":
-        from perfsuite.run.ddp import prepare_ddp_case
-
-        return prepare_ddp_case(case, workload)
+        raise ValueError(f"{case.benchmark_id}: train-ddp is prepared by perfsuite.run.ddp.rank0.prepare_ddp_case")
     channels_last = case.mode.endswith("-channels-last")
     module = materialize_random_weights(workload.build_module(case.profile), case.device)
     inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device, channels_last)
     # Before checkpointing: a wrapper (resnet18's CheckpointedStage) renames parameters, not the config.
     digest = config_digest(workload.name, module, inputs)
     if channels_last:
-        module = module.to(memory_format=torch.channels_last)
+        # torch's stubs omit `memory_format`, which Module.to accepts (documented in torch.nn.Module.to).
+        module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     if case.mode == "train-checkpoint":
-        workload.enable_checkpointing(module)
+        enable_checkpointing = workload.enable_checkpointing
+        if enable_checkpointing is None:
+            raise ValueError(f"{workload.name} has no enable_checkpointing for mode train-checkpoint")
+        enable_checkpointing(module)
     parameter_count = sum(p.numel() for p in module.parameters())
     if base_mode(case.mode) == "infer":
         module.eval()
@@ -108,7 +108,10 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
         return PreparedCase(case, run_step, parameter_count, digest)
 
     module.train()
-    target = to_device(workload.make_target(case.profile, case.batch_size), case.device)
+    make_target = workload.make_target
+    if make_target is None:
+        raise ValueError(f"{workload.name} has no make_target; it cannot train")
+    target = to_device(make_target(case.profile, case.batch_size), case.device)
     train_step = make_train_step(case, workload, module, inputs, target)
     return PreparedCase(case, train_step, parameter_count, digest)
 
@@ -120,6 +123,8 @@ def make_train_step(
     optimizer = workload.make_optimizer(list(module.parameters()))
     scaler = torch.amp.GradScaler(case.device) if case.dtype == "fp16" else None
     loss_of = workload.loss
+    if loss_of is None:
+        raise ValueError(f"{workload.name} has no loss; it cannot train")
 
     def train_step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)

@@ -19,19 +19,17 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from perfsuite.matrix.cases import Case, UsageError
-from perfsuite.run.ddp import (
+from perfsuite.run.ddp.plan import (
     MPS_SKIP_REASON,
-    DdpTraining,
-    DistributedWorkerError,
     backend_for,
     ddp_processes,
     ddp_skip_reason,
     default_processes,
-    prepare_ddp_case,
     scaling_efficiency,
     scaling_table,
     threads_per_process,
 )
+from perfsuite.run.ddp.rank0 import DdpTraining, DistributedWorkerError, prepare_ddp_case
 from perfsuite.run.devices import is_out_of_memory
 from perfsuite.workloads import Workload
 
@@ -114,7 +112,7 @@ def test_unset_configured_processes_give_the_default():
 
 @pytest.mark.parametrize("configured", ["0", "-2", "two", "1.5"])
 def test_configured_processes_must_be_a_positive_integer(configured):
-    with pytest.raises(UsageError, match=r"--perf-ddp-processes \(PERFSUITE_DDP_PROCESSES\).*positive integer"):
+    with pytest.raises(UsageError, match=r"--perf-ddp-processes: .* is not a positive integer"):
         ddp_processes("cpu", 1, configured)
 
 

@@ -46,16 +46,16 @@ def _baseline_file(project):
     return files[0]
 
 
-def test_record_then_unchanged_passes_then_slower_fails_naming_the_benchmark(project, monkeypatch):
+def test_one_process_against_one_run_is_uncalibrated_and_fails_only_beyond_twice_as_slow(project, monkeypatch):
     monkeypatch.setenv("SLEEP_S", "0.002")
     recorded = project.runpytest_subprocess(*RUN, "--perf-update-baseline")
     recorded.assert_outcomes(passed=1)
-    entry = json.loads(_baseline_file(project).read_text())["entries"]["cpu-fp32-sleeper-bs2-infer"]
-    assert entry["rounds"] >= 15 and entry["median_s"] >= 0.002
+    runs = json.loads(_baseline_file(project).read_text())["entries"]["cpu-fp32-sleeper-bs2-infer"]["runs"]
+    assert len(runs) == 1 and runs[0]["rounds"] >= 15 and runs[0]["median_s"] >= 0.002
 
     unchanged = project.runpytest_subprocess(*RUN)
     unchanged.assert_outcomes(passed=1)
-    unchanged.stdout.fnmatch_lines(["*cpu-fp32-sleeper-bs2-infer*unchanged*"])
+    unchanged.stdout.fnmatch_lines(["cpu-fp32-sleeper-bs2-infer uncalibrated * 1/1 *"])
 
     monkeypatch.setenv("SLEEP_S", "0.006")
     slower = project.runpytest_subprocess(*RUN)
@@ -64,6 +64,26 @@ def test_record_then_unchanged_passes_then_slower_fails_naming_the_benchmark(pro
     slower.stdout.fnmatch_lines(["*cpu-fp32-sleeper-bs2-infer*regressed*"])
     summary = json.loads((project.path / ".perfsuite" / "summary.json").read_text())
     assert [v["status"] for v in summary["verdicts"]] == ["regressed"]
+
+
+def test_a_history_of_processes_judges_unchanged_runs_unchanged_and_slower_ones_regressed(project, monkeypatch):
+    monkeypatch.setenv("SLEEP_S", "0.002")
+    for _ in range(2):
+        project.runpytest_subprocess(*RUN, "--perf-update-baseline", "--perf-processes", "4").assert_outcomes(passed=1)
+    runs = json.loads(_baseline_file(project).read_text())["entries"]["cpu-fp32-sleeper-bs2-infer"]["runs"]
+    assert len(runs) == 8
+
+    unchanged = project.runpytest_subprocess(*RUN, "--perf-processes", "3")
+    unchanged.assert_outcomes(passed=1)
+    unchanged.stdout.fnmatch_lines(["cpu-fp32-sleeper-bs2-infer unchanged * 3/8 *"])
+
+    monkeypatch.setenv("SLEEP_S", "0.003")
+    slower = project.runpytest_subprocess(*RUN, "--perf-processes", "3")
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines([
+        "cpu-fp32-sleeper-bs2-infer regressed * 3/8 *",
+        "*cpu-fp32-sleeper-bs2-infer regressed: median * (x1.*, 3 run(s) vs 8 baseline run(s)); slower beyond*",
+    ])
 
 
 def test_without_a_baseline_the_verdict_says_how_to_record_one(project):
@@ -82,6 +102,32 @@ def test_a_corrupted_baseline_fails_the_run_naming_the_file_and_is_left_alone(pr
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*{baseline.name}*"])
     assert baseline.read_bytes() == truncated
+
+
+def test_recording_over_a_corrupted_baseline_fails_with_its_message_keeps_it_and_writes_the_summary(project):
+    project.runpytest_subprocess(*RUN, "--perf-update-baseline").assert_outcomes(passed=1)
+    baseline = _baseline_file(project)
+    baseline.write_text(baseline.read_text()[:200])  # truncated
+    truncated = baseline.read_bytes()
+    result = project.runpytest_subprocess(*RUN, "--perf-update-baseline")
+    result.assert_outcomes(failed=1)
+    output = "\n".join(result.outlines + result.errlines)
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    result.stdout.fnmatch_lines([f"*{baseline.name}*not valid JSON*--perf-rebaseline*"])
+    assert baseline.read_bytes() == truncated
+    summary = json.loads((project.path / ".perfsuite" / "summary.json").read_text())
+    assert (summary["gate_failed"], summary["counts"]["errored"]) == (True, 1)
+
+
+def test_rebaseline_moves_a_corrupted_baseline_aside_and_records_afresh(project):
+    project.runpytest_subprocess(*RUN, "--perf-update-baseline").assert_outcomes(passed=1)
+    baseline = _baseline_file(project)
+    baseline.write_text("{")
+    result = project.runpytest_subprocess(*RUN, "--perf-rebaseline")
+    result.stdout.fnmatch_lines([f"*{baseline.name} could not be read; it was moved aside to *.bad-*.json*"])
+    aside = list(baseline.parent.glob(f"{baseline.stem}.bad-*.json"))
+    assert len(aside) == 1 and aside[0].read_text() == "{"
+    assert len(json.loads(baseline.read_text())["entries"]["cpu-fp32-sleeper-bs2-infer"]["runs"]) == 1
 
 
 def test_updating_keeps_the_entries_of_cases_not_run(project):

@@ -27,9 +27,9 @@ from typing import Any
 
 import pandas as pd
 
-from perfsuite.analyse.compare import CASE_COLUMNS, KEY_FIELDS, CompareError, result_set_from_document
-from perfsuite.records import format_bytes, format_seconds
+from perfsuite.analyse.compare import CASE_COLUMNS, KEY_FIELDS, CompareError, json_object, result_set_from_document
 from perfsuite.render.comparison import markdown_table
+from perfsuite.render.units import format_bytes, format_seconds
 
 TABLES = ("precision", "checkpoint", "channels-last", "dataloader")
 FORMATS = ("text", "md", "csv")
@@ -120,7 +120,7 @@ def results_from_document(document: object, source: str) -> Results:
         if not isinstance(benchmark, dict):
             raise GainsError(f"{source}: 'benchmarks' must be a list of objects; {_WHAT_TO_PASS}")
         benchmark_id = str(benchmark.get("param") or benchmark.get("name") or "?")
-        facts = benchmark.get("extra_info") if isinstance(benchmark.get("extra_info"), dict) else {}
+        facts = json_object(benchmark.get("extra_info"))
         if facts.get("kind") == "dataloader":
             loader_records.append(_loader_record(facts, benchmark_id, f"{source}, benchmark {benchmark_id}"))
         elif all(f in facts for f in ("device", *KEY_FIELDS)):

@@ -10,11 +10,12 @@ Exit status: 0 when the tables were printed, 2 when the file cannot be read (the
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from perfsuite.analyse.gains import FORMATS, TABLES, GainsError, gains, render, results_from_document
+from perfsuite.errors import BadFileError
+from perfsuite.store.jsonfile import read_json_file
 
 EXIT_CANNOT_READ = 2
 
@@ -36,33 +37,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the tables `args` ask for; return the exit status."""
     try:
-        document = _read_json(Path(args.results))
+        document = read_json_file(
+            Path(args.results), "Pass the JSON a perfsuite benchmark run writes with --benchmark-json."
+        )
         result = gains(results_from_document(document, args.results))
-    except GainsError as error:
+    except (GainsError, BadFileError) as error:
         print(f"perfsuite gains: error: {error}", file=sys.stderr)
         return EXIT_CANNOT_READ
     print(render(result, args.format, args.table or TABLES), end="")
     return 0
-
-
-def _read_json(path: Path) -> object:
-    what_to_pass = "pass the JSON a perfsuite benchmark run writes with --benchmark-json"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise GainsError(f"{path}: no such file; {what_to_pass}") from None
-    except UnicodeDecodeError:
-        raise GainsError(f"{path}: not a UTF-8 text file, so not a results file; {what_to_pass}") from None
-    except OSError as error:
-        raise GainsError(f"{path}: cannot read it ({error.strerror}); check the path and its permissions") from None
-    if not text.strip():
-        raise GainsError(f"{path}: the file is empty; {what_to_pass}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise GainsError(
-            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}); {what_to_pass}"
-        ) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,11 +11,14 @@ Exit status: 0 when done, 2 on bad input (the message says why).
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
+
+from perfsuite.errors import BadFileError
+from perfsuite.store.jsonfile import read_json_file
 
 DEFAULT_OUT_DIR = "results/selftest"
 DEFAULT_REPORT = "docs/measurement-quality.md"
@@ -29,11 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=DEFAULT_OUT_DIR,
                         help="folder for selftest-<device>.json (default: %(default)s)")
     parser.add_argument("--processes", type=int,
-                        help="K, the separate processes that each time every case (default: 15 on cpu, 11 on cuda)")
+                        help="K, the separate processes that each time every case (default: 16 on cpu, 12 on cuda)")
     parser.add_argument("--max-time-s", type=float,
-                        help="pytest-benchmark's --benchmark-max-time per case (default: 1.0 on cpu, 0.25 on cuda)")
+                        help="pytest-benchmark's --benchmark-max-time per case (default: 0.5 on cpu, 0.25 on cuda)")
     parser.add_argument("--budget-s", type=float,
-                        help="start no process that would end the run later (default: 660 on cpu, 140 on cuda)")
+                        help="start no process that would end the run later (default: 660 on cpu, 520 on cuda)")
     parser.add_argument("--threads", type=int,
                         help="torch.set_num_threads in every process (default: torch's, as the suite runs); "
                         "adds -threads<N> to the file name")
@@ -71,11 +74,14 @@ def _measure(args: argparse.Namespace) -> int:
 
     from perfsuite.run import devices
     from perfsuite.selftest import measure as selftest
+    from perfsuite.selftest.analysis import BASELINE_RUNS
+    from perfsuite.selftest.plan import default_plan, worker_cases
+
     device = args.device or ("cuda" if devices.availability("cuda").available else "cpu")
     usable = devices.availability(device)
     if not usable.available:
         raise _BadInput(f"--device {device}: {usable.reason}")
-    plan = selftest.default_plan(device)
+    plan = default_plan(device)
     overrides: dict[str, Any] = {
         "processes": args.processes, "max_time_s": args.max_time_s, "budget_s": args.budget_s,
         "threads": args.threads, "contention": args.contention,
@@ -83,9 +89,21 @@ def _measure(args: argparse.Namespace) -> int:
     if args.cases:
         overrides["cases"] = tuple(name.strip() for name in args.cases.split(",") if name.strip())
     plan = replace(plan, **{key: value for key, value in overrides.items() if value is not None})
-    if plan.processes < 2:
-        raise _BadInput(f"--processes {plan.processes}: at least 2 processes are needed to form a pair")
-    known = {case.name for case in selftest.worker_cases(replace(plan, cases=None))}
+    for option, value, lowest in (("--max-time-s", plan.max_time_s, 0.0), ("--budget-s", plan.budget_s, 0.0)):
+        if not (math.isfinite(value) and value > lowest):
+            raise _BadInput(f"{option} {value}: give a number of seconds > 0")
+    if plan.threads is not None and plan.threads < 1:
+        raise _BadInput(f"--threads {plan.threads}: give 1 or more (or leave it out for torch's default)")
+    if plan.contention < 0:
+        raise _BadInput(f"--contention {plan.contention}: give 0 or more busy processes")
+    if plan.cases is not None and not plan.cases:
+        raise _BadInput(f"--cases {args.cases!r}: names no case; give e.g. matmul-chain,matmul-chain+3")
+    if plan.processes < BASELINE_RUNS + 1:
+        raise _BadInput(
+            f"--processes {plan.processes}: at least {BASELINE_RUNS + 1} are needed, {BASELINE_RUNS} for the baseline "
+            "history and one to judge against it"
+        )
+    known = {case.name for case in worker_cases(replace(plan, cases=None))}
     unknown = sorted(set(plan.cases or ()) - known)
     if unknown:
         raise _BadInput(f"--cases: unknown {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
@@ -111,13 +129,13 @@ def _command_line(args: argparse.Namespace, device: str) -> str:
 
 def _read(path_text: str) -> dict[str, Any]:
     from perfsuite.selftest import measure as selftest
+
     path = Path(path_text)
+    remedy = "Measure again with `perfsuite selftest --device cpu` (or cuda)."
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise _BadInput(f"{path}: no such file; make one with `perfsuite selftest --device cpu`") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise _BadInput(f"{path}: not a readable JSON file ({error})") from None
+        document = read_json_file(path, remedy)
+    except BadFileError as error:
+        raise _BadInput(str(error)) from None
     if not isinstance(document, dict) or document.get("schema") != selftest.SCHEMA:
         raise _BadInput(f"{path}: not a perfsuite selftest file (its \"schema\" is not {selftest.SCHEMA!r})")
     if document.get("schema_version") != selftest.SCHEMA_VERSION:
@@ -125,6 +143,12 @@ def _read(path_text: str) -> dict[str, Any]:
             f"{path}: schema_version {document.get('schema_version')!r}; this perfsuite reads "
             f"{selftest.SCHEMA_VERSION}: measure again with `perfsuite selftest`"
         )
+    missing = [
+        f"{key!r} ({kind.__name__})" for key, kind in (("device", str), ("plan", dict), ("workers", list))
+        if not isinstance(document.get(key), kind)
+    ]
+    if missing:
+        raise _BadInput(f"{path}: a selftest file without {', '.join(missing)}; {remedy}")
     document["source_file"] = str(path)
     return document
 
@@ -133,6 +157,12 @@ def _render(paths: list[str], output: Path) -> int:
     from perfsuite.selftest.report import render_report
 
     documents = [_read(p) for p in paths]
+    for document in documents:
+        if not isinstance(document.get("analysis"), dict):
+            raise _BadInput(
+                f"{document['source_file']}: has no analysis; compute it with `perfsuite selftest --analyse "
+                f"{document['source_file']}`"
+            )
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(render_report(documents), encoding="utf-8")
     print(f"wrote {output}")
@@ -144,7 +174,14 @@ def _reanalyse(paths: list[str]) -> int:
     for path_text in paths:
         document = _read(path_text)
         source = document.pop("source_file")
-        selftest.write_document(selftest.reanalyse(document), Path(source))
+        try:
+            analysed = selftest.reanalyse(document)
+        except (KeyError, TypeError, ValueError) as error:
+            raise _BadInput(
+                f"{source}: its plan or runs cannot be read back ({type(error).__name__}: {error}); measure again "
+                "with `perfsuite selftest`"
+            ) from None
+        selftest.write_document(analysed, Path(source))
         print(f"re-analysed {source}")
     return 0
 

@@ -273,7 +273,7 @@ def test_command_prints_the_chosen_table(capsys):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("", "the file is empty"),
+        ("", "is empty"),
         ("{not json", "not valid JSON (line 1, column 2"),
         ("[1, 2]", "not a pytest-benchmark file: found a JSON list"),
         ('{"benchmarks": [{"param": "t", "extra_info": {}}]}', "not written by a perfsuite run"),

@@ -21,7 +21,19 @@ def tests(session: nox.Session) -> None:
     """The unit and end-to-end tests (fast, CPU), then ruff."""
     install(session, "[test]")
     session.run("pytest", "--benchmark-skip", *session.posargs)
+    lint(session)
+
+
+@nox.session(name="lint")
+def lint_session(session: nox.Session) -> None:
+    """ruff and mypy (the configuration in pyproject.toml)."""
+    install(session, "[test]")
+    lint(session)
+
+
+def lint(session: nox.Session) -> None:
     session.run("ruff", "check", "perfsuite", "tests", "noxfile.py", "conftest.py", "examples")
+    session.run("mypy")
 
 
 @nox.session
@@ -49,9 +61,10 @@ def compare(session: nox.Session) -> None:
 
 @nox.session
 def baseline(session: nox.Session) -> None:
-    """Record this machine's baselines for the cases run; extra args go to pytest."""
+    """Append 3 fresh processes' runs of the cases run to this machine's baseline histories (run it 3 times for a
+    history the gate can judge with 3 processes); extra args go to pytest."""
     install(session)
-    session.run("pytest", "--benchmark-only", "--perf-update-baseline", *session.posargs)
+    session.run("pytest", "--benchmark-only", "--perf-processes", "3", "--perf-update-baseline", *session.posargs)
 
 
 @nox.session

@@ -67,6 +67,8 @@ def read_xfail_lists(source: str) -> list[ListEntry]:
             section = ""
             previous_line = value.lineno
             for key, item in zip(value.keys, value.values, strict=True):
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):  # None: a `**` entry
+                    raise ValueError(f"{target.id} near line {previous_line}: a key that is not an op name in quotes")
                 comment = _comment_block_above(lines, key.lineno, previous_line)
                 section = comment or section
                 previous_line = key.lineno

@@ -91,10 +91,10 @@ def classify_op(op: str, kernels: Mapping[str, OpKernels], facts: MpsFacts) -> O
             return OpSupport(op, Verdict.FALLBACK, f"a CPU trace shows {name} where MPS runs {fact.op}, which "
                              f"falls back to the CPU before it decomposes ({fact.source})",
                              suggestion=suggestion or facts.suggestions.get(fact.op))
-    for fact in facts.python_mps_kernels:
-        if fact.op == name:
-            return OpSupport(op, Verdict.COMPOSITE, f"MPS kernel registered from Python: {fact.implementation}, "
-                             f"a decomposition into other ops ({fact.source})")
+    for kernel in facts.python_mps_kernels:
+        if kernel.op == name:
+            return OpSupport(op, Verdict.COMPOSITE, f"MPS kernel registered from Python: {kernel.implementation}, "
+                             f"a decomposition into other ops ({kernel.source})")
 
     entry = kernels.get(name)
     if entry is None:

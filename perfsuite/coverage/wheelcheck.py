@@ -127,11 +127,11 @@ def compare_ops(
     result = []
     for op in sorted(set(ops)):
         table_native = lookup(op).verdict is Verdict.NATIVE
-        name = wrapper_by_op.get(yaml_name(op))
-        if name is None or owners[name] > 1:
+        wrapper = wrapper_by_op.get(yaml_name(op))
+        if wrapper is None or owners[wrapper] > 1:
             result.append(OpAgreement(op, table_native, None))
             continue
-        binary_native = name in binary_wrappers
+        binary_native = wrapper in binary_wrappers
         explained = None
         if table_native and not binary_native and yaml_name(op) in python_kernels:
             explained = "a kernel registered from Python (torch/_meta_registrations or torch/mps), not by torchgen"

@@ -1,5 +1,7 @@
 """Out of memory ends a batch-size sweep as a skip, not a crash."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -92,3 +94,35 @@ def test_cuda_memory_returns_to_its_level_between_cases():
         run_case(NoTimer(), Case("cuda", "bf16", model, 8, "train", "smoke"), warmup_steps=1)
         levels.append(torch.cuda.memory_allocated())
     assert levels[2] <= levels[0] and levels[3] <= levels[1]
+
+
+def test_out_of_memory_after_the_rounds_is_case_out_of_memory_and_the_case_is_closed(monkeypatch):
+    # The device-event read after the timed rounds runs out of memory: the case must still be closed (train-ddp
+    # workers and process groups live in it) and the sweep must see CaseOutOfMemory, not a raw error.
+    from perfsuite import workloads
+    from perfsuite.run import devices, runner
+    from perfsuite.run.worker import standalone_benchmark
+
+    monkeypatch.setattr(workloads, "_REGISTRY", dict(workloads._REGISTRY))  # the workload below leaves with the test
+    workloads.register_workload(workloads.Workload(
+        name="tiny-linear-oom", build_module=lambda profile: torch.nn.Linear(4, 4),
+        make_inputs=lambda profile, batch_size: torch.randn(batch_size, 4), batch_sizes={"smoke": (2,)},
+    ))
+    closed = []
+    real_prepare = runner._prepare
+
+    def prepare_and_watch(case, ddp_processes):
+        prepared = real_prepare(case, ddp_processes)
+        real_close = prepared.close
+        return dataclasses.replace(prepared, close=lambda: (closed.append(case.benchmark_id), real_close()))
+
+    def events_out_of_memory(run_step, device, steps):
+        raise RuntimeError("MPS backend out of memory (MPS allocated: 9.00 GB, other allocations: 0 bytes)")
+
+    monkeypatch.setattr(runner, "_prepare", prepare_and_watch)
+    monkeypatch.setattr(devices, "has_events", lambda device: True)
+    monkeypatch.setattr(devices, "time_with_events_s", events_out_of_memory)
+    case = Case("cpu", "fp32", "tiny-linear-oom", 2, "infer", "smoke")
+    with pytest.raises(runner.CaseOutOfMemory, match="out of memory at batch size 2"):
+        runner.run_case(standalone_benchmark("oom", max_time_s=0.01), case, warmup_steps=1)
+    assert closed == [case.benchmark_id]

@@ -6,18 +6,23 @@ interval built from rounds is too narrow (docs/gate.md). Each side is therefore 
 median round times, one number per process, and the two sides are compared as samples of runs:
 
 - The ratio shown is the median of the current run medians over the median of the baseline's.
-- Regressed: the ratio is above 1 + band, *and* a one-sided Mann-Whitney U test on the run medians says the
-  current runs are slower with p < `false_alarm_rate` (0.01). A rank test, because run medians on a shared
-  machine are skewed with a heavy slow tail (a busy spell makes one process x2-x5 slower): a t-test on them
-  raised 4-11% false alarms in the selftest, a rank test's false-alarm rate is at most its level whatever
-  the shape. Improved is the mirror image.
+- Regressed: a one-sided Mann-Whitney U test on the run medians says the current runs are slower with
+  p < `false_alarm_rate` (0.01), *and* the ratio is above both 1 + band and the noise's own alarm level
+  (the one-sided 99% bound of the ratio under no change, from the between-run spread below). A rank test,
+  because run medians on a shared machine are skewed with a heavy slow tail (a busy spell makes one process
+  x2-x5 slower): a t-test on them raised 3-9% false alarms in the selftest; a rank test's false-alarm rate is
+  at most its level whatever the shape, as long as both sides' runs come from the same conditions. The size
+  condition guards the case where they do not: a machine busier than when the baseline was recorded orders
+  every current run after the baseline's (p small) by a margin the runs' own spread explains. Improved is
+  the mirror image.
 - A rank test on K current and n baseline runs cannot give a p below 1 / C(n + K, K): one process can never
   reach 0.01 against a history of 20 runs. Such a comparison is `uncalibrated`, says how many processes and
   runs would calibrate it, and calls only a change beyond `uncalibrated_factor` (x2).
-- The detectable floor is the smallest slowdown the rule calls with probability `power`, from the between-
-  run spread of log run medians (pooled from both sides and shrunk toward the machine's pooled spread, so a
-  case with few runs borrows strength from the machine) and the rank test's efficiency; every verdict shows
-  it, and when noise puts it above the band, how many processes would bring it under.
+- The noise's alarm level and the detectable floor (the smallest slowdown the rule calls with probability
+  `power`) come from the between-run spread of the baseline's log run medians, shrunk toward the machine's
+  pooled spread (so a case with few runs borrows strength from the machine), with the current session
+  counted as one draw (its runs share the machine's state). Every verdict shows the floor, and says when
+  noise puts it above the band.
 """
 
 from __future__ import annotations
@@ -91,17 +96,19 @@ class RunComparison:
     rank test could reach the false-alarm rate with these run counts (otherwise only the x2 rule applied).
     `p_value_slower` and `p_value_faster` are the Mann-Whitney test's one-sided p-values (None when
     uncalibrated); `ci_low`/`ci_high` bound the ratio at the test's level from the spread (None when
-    uncalibrated). `log_sd` is the between-run spread used and `degrees_of_freedom` its degrees of freedom.
-    `detectable_slowdown` is the floor: the smallest slowdown (as a fraction) called with the configured
-    power; `noise_slowdown` the same for the test alone, without the band; `processes_needed` the fewest
-    current processes with which the test is calibrated and the noise floor under the band (None when no
-    count up to MAX_SUGGESTED_PROCESSES does: the baseline needs more runs).
+    uncalibrated). `log_sd` is the between-run spread used and `degrees_of_freedom` its degrees of freedom;
+    `baseline_sessions` how many recording sessions the baseline runs came from. `detectable_slowdown` is the
+    floor: the smallest slowdown (as a fraction) called with the configured power; `noise_slowdown` the same
+    without the band; `processes_needed` the fewest current processes with which the rank test can reach the
+    false-alarm rate (None when the noise floor is above the band, which processes cannot lower, or when no
+    count up to MAX_SUGGESTED_PROCESSES can: the baseline needs more runs).
     """
 
     outcome: TimeOutcome
     ratio: float
     current_runs: int
     baseline_runs: int
+    baseline_sessions: int
     calibrated: bool
     log_sd: float | None
     degrees_of_freedom: int
@@ -180,24 +187,21 @@ def baseline_runs_needed(current_runs: int, false_alarm_rate: float) -> int:
     return baseline_runs
 
 
-# Asymptotic relative efficiency of the Mann-Whitney test against the t-test for normal data: the rank test
-# needs 1 / (3 / pi) times the runs for the same power, so its floor is sqrt(pi / 3) times the t-test's.
-RANK_TEST_EFFICIENCY = 3 / math.pi
-
-
 def _quantiles(spread: Spread, config: DecisionConfig) -> tuple[float, float]:
     """Student quantiles (alarm, power) at the spread's degrees of freedom."""
     df = max(spread.degrees_of_freedom, 1)
     return float(scipy_stats.t.ppf(1 - config.false_alarm_rate, df)), float(scipy_stats.t.ppf(config.power, df))
 
 
-def _floor_log(
-    spread: Spread, current_runs: int, baseline_runs: int, quantiles: tuple[float, float]
-) -> tuple[float, float]:
-    """(one-sided alarm threshold of the noise, noise floor at the configured power), as log ratios."""
-    standard_error = spread.log_sd * math.sqrt(1 / current_runs + 1 / baseline_runs) / math.sqrt(RANK_TEST_EFFICIENCY)
-    alarm = quantiles[0] * standard_error
-    return alarm, alarm + quantiles[1] * standard_error
+def _noise_log(spread: Spread, baseline_sessions: int, quantiles: tuple[float, float]) -> tuple[float, float]:
+    """(the noise's alarm level, its floor at the configured power), as log ratios: the one-sided bounds of one
+    new session's median against the median of `baseline_sessions` recorded ones, with the between-run spread.
+
+    A session's runs share its machine state (the load beside it, a slow spell), so they move together: on this
+    project's shared VM the runs of one session were all slower than a history recorded minutes earlier, at a
+    ratio its spread explained. The current session therefore counts as one draw, whatever its process count."""
+    standard_error = spread.log_sd * math.sqrt(1 + 1 / baseline_sessions)
+    return quantiles[0] * standard_error, (quantiles[0] + quantiles[1]) * standard_error
 
 
 def compare_runs(
@@ -206,42 +210,53 @@ def compare_runs(
     tolerance: float,
     machine_spread: Spread | None = None,
     config: DecisionConfig = DEFAULT_DECISION,
+    baseline_sessions: int | None = None,
 ) -> RunComparison:
     """Decide whether the current runs regressed against the baseline runs beyond `tolerance`.
 
-    `current_medians_s` and `baseline_medians_s` are run medians in seconds (one per process);
-    `tolerance` a fraction (0.10: 10%); `machine_spread` the pooled spread of this machine's other cases.
-    Raises ValueError on empty, zero, negative or non-finite medians, or a tolerance outside [0, 1).
+    `current_medians_s` and `baseline_medians_s` are run medians in seconds (one per process), the current
+    ones from one session; `baseline_sessions` is how many recording sessions the baseline runs came from
+    (None: each run its own); `tolerance` a fraction (0.10: 10%); `machine_spread` the pooled spread of this
+    machine's other cases. Raises ValueError on empty, zero, negative or non-finite medians, or a tolerance
+    outside [0, 1).
     """
     check_tolerance(tolerance, "tolerance")
     current = check_run_medians(current_medians_s, "current runs")
     baseline = check_run_medians(baseline_medians_s, "baseline runs")
+    sessions = int(baseline.size) if baseline_sessions is None else baseline_sessions
+    if not 1 <= sessions <= baseline.size:
+        raise ValueError(f"baseline_sessions must lie in [1, {baseline.size}] (the baseline runs), got {sessions!r}")
     ratio = float(np.median(current_medians_s) / np.median(baseline_medians_s))
     log_ratio = math.log(ratio)
-    own = within_spread([np.exp(current).tolist(), np.exp(baseline).tolist()])
-    spread = combined_spread(own, machine_spread, config.prior_runs)
-    counts = {"current_runs": int(current.size), "baseline_runs": int(baseline.size)}
+    spread = combined_spread(within_spread([np.exp(baseline).tolist()]), machine_spread, config.prior_runs)
+    counts = {"current_runs": int(current.size), "baseline_runs": int(baseline.size), "baseline_sessions": sessions}
     band_log = math.log1p(tolerance)
+    needed = processes_needed(spread, int(baseline.size), sessions, tolerance, config)
     if spread is None or smallest_p_value(current.size, baseline.size) >= config.false_alarm_rate:
         factor = config.uncalibrated_factor
         outcome: TimeOutcome = (
             "regressed" if ratio >= factor else "improved" if ratio <= 1 / factor else "uncalibrated"
         )
+        # The x2 cut applies to one session's ratio, which scatters like any: 95% power needs the margin above it.
+        margin_log = 0.0
+        if spread is not None:
+            alarm_log, noise_log = _noise_log(spread, sessions, _quantiles(spread, config))
+            margin_log = noise_log - alarm_log
         return RunComparison(
             outcome=outcome, ratio=ratio, **counts, calibrated=False, log_sd=None if spread is None else spread.log_sd,
             degrees_of_freedom=0 if spread is None else spread.degrees_of_freedom, ci_low=None, ci_high=None,
-            p_value_slower=None, p_value_faster=None, detectable_slowdown=factor - 1, noise_slowdown=None,
-            processes_needed=processes_needed(spread, int(baseline.size), tolerance, config),
+            p_value_slower=None, p_value_faster=None, detectable_slowdown=math.expm1(math.log(factor) + margin_log),
+            noise_slowdown=None, processes_needed=needed,
         )
     p_slower, p_faster = rank_test_p_values(current, baseline)
-    if p_slower < config.false_alarm_rate and ratio > 1 + tolerance:
+    alarm_log, noise_log = _noise_log(spread, sessions, _quantiles(spread, config))
+    power_log = noise_log - alarm_log
+    if p_slower < config.false_alarm_rate and log_ratio > max(band_log, alarm_log):
         outcome = "regressed"
-    elif p_faster < config.false_alarm_rate and ratio < 1 - tolerance:
+    elif p_faster < config.false_alarm_rate and log_ratio < -max(-math.log1p(-tolerance), alarm_log):
         outcome = "improved"
     else:
         outcome = "unchanged"
-    alarm_log, noise_log = _floor_log(spread, int(current.size), int(baseline.size), _quantiles(spread, config))
-    power_log = noise_log - alarm_log
     return RunComparison(
         outcome=outcome, ratio=ratio, **counts, calibrated=True, log_sd=spread.log_sd,
         degrees_of_freedom=spread.degrees_of_freedom,
@@ -249,21 +264,21 @@ def compare_runs(
         p_value_slower=p_slower, p_value_faster=p_faster,
         detectable_slowdown=math.expm1(max(band_log, alarm_log) + power_log),
         noise_slowdown=math.expm1(noise_log),
-        processes_needed=processes_needed(spread, int(baseline.size), tolerance, config),
+        processes_needed=needed,
     )
 
 
-def processes_needed(spread: Spread | None, baseline_runs: int, tolerance: float, config: DecisionConfig) -> int | None:
+def processes_needed(
+    spread: Spread | None, baseline_runs: int, baseline_sessions: int, tolerance: float, config: DecisionConfig
+) -> int | None:
     """The fewest current processes K with which the rank test can reach the false-alarm rate against
-    `baseline_runs` runs and the noise floor lies under the band; None when no K up to
-    MAX_SUGGESTED_PROCESSES can (then the baseline needs more runs) or the spread is unknown."""
-    if spread is None:
+    `baseline_runs` runs, when the noise floor (which no process count lowers: a session counts as one draw)
+    lies under the band; None when it does not, when the spread is unknown, or when no K up to
+    MAX_SUGGESTED_PROCESSES can reach the rate (then the baseline needs more runs)."""
+    if spread is None or _noise_log(spread, baseline_sessions, _quantiles(spread, config))[1] > math.log1p(tolerance):
         return None
-    quantiles = _quantiles(spread, config)
     for current_runs in range(1, MAX_SUGGESTED_PROCESSES + 1):
-        if smallest_p_value(current_runs, baseline_runs) >= config.false_alarm_rate:
-            continue
-        if _floor_log(spread, current_runs, baseline_runs, quantiles)[1] <= math.log1p(tolerance):
+        if smallest_p_value(current_runs, baseline_runs) < config.false_alarm_rate:
             return current_runs
     return None
 

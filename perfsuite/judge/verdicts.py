@@ -48,7 +48,8 @@ class Verdict:
     Times in seconds, memory in bytes, bands and floors as fractions. `ratio` is the median of the
     current run medians over the baseline's; `ci_low`/`ci_high` bound it; `p_value` is the one-sided p-value
     in the direction of the change; `detectable_slowdown` the smallest slowdown the rule would call with
-    95% power here; `processes_needed` how many processes would bring the noise floor under the band.
+    95% power here; `processes_needed` the fewest processes with which the test can reach p < 0.01 here (None
+    when the noise floor is above the band: no process count lowers it).
     `message` is one line for people.
     """
 
@@ -177,7 +178,10 @@ def judge(
             ),
             notes=reasons,
         )
-    comparison = compare_runs(current.run_medians_s, baseline.run_medians_s, tolerance, machine_spread, config)
+    comparison = compare_runs(
+        current.run_medians_s, baseline.run_medians_s, tolerance, machine_spread, config,
+        baseline_sessions=len({run.recorded_at for run in baseline.runs}),
+    )
     message = time_message(benchmark_id, comparison, baseline.median_s, current.median_s, tolerance, config)
     notes: list[str] = []
     memory_status: MemoryOutcome = "not-compared"
@@ -227,9 +231,11 @@ def floor_text(comparison: RunComparison, tolerance: float) -> str:
 
 
 def _more_runs_text(comparison: RunComparison) -> str:
-    if comparison.processes_needed is not None:
-        return f"--perf-processes {comparison.processes_needed} would bring it under"
-    return "record more baseline runs"
+    spread = "" if comparison.log_sd is None else f"this machine's runs scatter by {_percent(comparison.log_sd)} (sd); "
+    return (
+        f"{spread}no process count lowers it, since one session's runs share the machine's state: judge on a "
+        "quieter runner (or with --perf-threads 1), or give this case a wider band"
+    )
 
 
 def time_message(

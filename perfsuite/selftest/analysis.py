@@ -38,7 +38,6 @@ FALSE_ALARM_TARGET = 0.01
 DETECTION_TARGET = 0.95
 # A slowdown is expected to be caught once it is at least this many times the reported floor.
 FLOOR_MARGIN = 1.5
-_RECORDED_AT = "2000-01-01T00:00:00Z"
 
 
 def machine_identity_of(fingerprint: Mapping[str, Any], device: str) -> dict[str, str]:
@@ -68,8 +67,13 @@ def baseline_entry(runs: Sequence[Run], identity: Mapping[str, str]) -> Baseline
         machine=dict(identity), memory_figure=last.memory_figure, samples_per_step=last.samples_per_step,
         flops_per_step=last.flops_per_step, gpu_busy_fraction=last.gpu_busy_fraction, tolerance=DEFAULT_TOLERANCE,
         memory_tolerance=DEFAULT_MEMORY_TOLERANCE,
-        runs=tuple(stored_run(r.round_times_s, None, _RECORDED_AT, None) for r in runs),
+        # Each selftest process ran at its own time, so each stored run is its own recording session.
+        runs=tuple(stored_run(r.round_times_s, None, _recorded_at(index), None) for index, r in enumerate(runs)),
     )
+
+
+def _recorded_at(index: int) -> str:
+    return f"2000-01-01T00:{index // 60:02d}:{index % 60:02d}Z"
 
 
 def as_case(run: Run, template: Run) -> Run:

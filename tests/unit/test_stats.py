@@ -1,10 +1,11 @@
 """The regression decision on run medians: a one-sided Mann-Whitney test on the runs and a band on the ratio
-of medians, both needed; a comparison whose run counts cannot reach the test's level calls only a change
-beyond x2.
+of medians above both the band and the noise's alarm level, all needed; a comparison whose run counts cannot
+reach the test's level calls only a change beyond x2.
 
 Expected values are worked out here, not taken from the module: exact p-values by counting every way the
-current runs' ranks can fall among all runs, the smallest p by `math.comb`, the floors from the documented
-formula with Student-t quantiles.
+current runs' ranks can fall among all runs, the smallest p by `math.comb`, the alarm level and floors from
+the documented formula (the baseline's spread, the current session one draw against S recorded sessions:
+se = sd * sqrt(1 + 1/S)) with Student-t quantiles.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ def shifted(log_shift: float, logs=(-0.1, 0.0, 0.1)) -> list[float]:
 # Seven baseline runs, the fewest against which three current runs can reach p < 0.01 (C(10, 3) = 120).
 BASELINE_LOGS = (-0.15, -0.10, -0.05, 0.0, 0.05, 0.10, 0.15)
 BASELINE = runs(*BASELINE_LOGS)
-# Squares about the mean: 0.07 over 6 degrees of freedom for the baseline, 0.02 over 2 for (-0.1, 0, 0.1).
-POOLED_SD = math.sqrt((0.07 + 0.02) / 8)
+# Squares about the mean: 0.07 over 6 degrees of freedom. Only the baseline's runs make the spread.
+BASELINE_SD = math.sqrt(0.07 / 6)
 
 
 def exact_p_values(current: list[float], baseline: list[float]) -> tuple[float, float]:
@@ -62,25 +63,42 @@ def exact_p_values(current: list[float], baseline: list[float]) -> tuple[float, 
     return sum(s >= observed for s in sums) / len(sums), sum(s <= observed for s in sums) / len(sums)
 
 
-def standard_error(sd: float, current: int, baseline: int) -> float:
-    """The rank test's standard error of a log ratio: the t-test's over the square root of the Mann-Whitney
-    test's asymptotic relative efficiency 3 / pi."""
-    return sd * math.sqrt(1 / current + 1 / baseline) / math.sqrt(3 / math.pi)
+def standard_error(sd: float, sessions: int) -> float:
+    """The standard error of one new session's log median against the median of `sessions` recorded ones:
+    the session is one draw (its runs share the machine's state) whatever its process count."""
+    return sd * math.sqrt(1 + 1 / sessions)
 
 
-def noise_floor_log(sd: float, df: int, current: int, baseline: int) -> float:
-    return (student_t.ppf(0.99, df) + student_t.ppf(0.95, df)) * standard_error(sd, current, baseline)
+def alarm_log(sd: float, df: int, sessions: int) -> float:
+    """The noise's one-sided 99% alarm level, as a log ratio."""
+    return student_t.ppf(0.99, df) * standard_error(sd, sessions)
 
 
-def fewest_processes(sd: float, df: int, baseline: int, tolerance: float, limit: int) -> int | None:
-    """By brute force: the fewest K <= limit with more than 100 rank arrangements (p < 0.01 reachable) and a
-    noise floor under the band."""
+def noise_floor_log(sd: float, df: int, sessions: int) -> float:
+    """The noise floor at 95% power, as a log ratio: (t_0.99 + t_0.95) * se."""
+    return (student_t.ppf(0.99, df) + student_t.ppf(0.95, df)) * standard_error(sd, sessions)
+
+
+def fewest_processes(
+    sd: float, df: int, baseline: int, sessions: int, tolerance: float, limit: int, rate: float = 0.01
+) -> int | None:
+    """By brute force: None when the noise floor is above the band; otherwise the fewest K <= limit with more
+    than 1 / rate rank arrangements (a p below the rate reachable; rates of the form 1 / N)."""
+    if noise_floor_log(sd, df, sessions) > math.log(1 + tolerance):
+        return None
     for current in range(1, limit + 1):
-        if math.comb(current + baseline, current) > 100 and noise_floor_log(sd, df, current, baseline) <= math.log(
-            1 + tolerance
-        ):
+        if math.comb(current + baseline, current) > round(1 / rate):
             return current
     return None
+
+
+def suggested(
+    spread: Spread | None, baseline_runs: int, sessions: int, tolerance: float = 0.10, config: DecisionConfig = CONFIG
+) -> int | None:
+    """`processes_needed` with its keywords spelled out."""
+    return processes_needed(
+        spread, baseline_runs=baseline_runs, baseline_sessions=sessions, tolerance=tolerance, config=config
+    )
 
 
 # --- the smallest p a rank test can give, and the baseline runs it takes -------------------------------------
@@ -161,9 +179,22 @@ def test_with_an_even_count_the_median_is_the_mean_of_the_two_middle_runs():
     assert comparison.ratio == pytest.approx(2.0)
 
 
-def test_the_comparison_counts_the_runs_of_each_side():
+def test_the_comparison_counts_the_runs_of_each_side_and_the_baselines_sessions():
     comparison = compare_runs(runs(0.0, 0.01), runs(0.0, 0.01, 0.02, 0.03), 0.10)
-    assert (comparison.current_runs, comparison.baseline_runs) == (2, 4)
+    assert (comparison.current_runs, comparison.baseline_runs, comparison.baseline_sessions) == (2, 4, 4)
+    recorded_twice = compare_runs(runs(0.0, 0.01), runs(0.0, 0.01, 0.02, 0.03), 0.10, baseline_sessions=2)
+    assert recorded_twice.baseline_sessions == 2
+
+
+@pytest.mark.parametrize("sessions", [0, -1, 8])
+def test_baseline_sessions_outside_one_to_the_baseline_runs_raise_value_error(sessions):
+    with pytest.raises(ValueError, match=r"baseline_sessions must lie in \[1, 7\] \(the baseline runs\)"):
+        compare_runs(shifted(0.0), BASELINE, 0.10, baseline_sessions=sessions)
+
+
+@pytest.mark.parametrize("sessions", [1, 7])
+def test_baseline_sessions_from_one_to_the_baseline_runs_are_accepted(sessions):
+    assert compare_runs(shifted(0.0), BASELINE, 0.10, baseline_sessions=sessions).baseline_sessions == sessions
 
 
 def test_a_significant_slowdown_inside_the_band_is_unchanged():
@@ -240,9 +271,10 @@ def test_one_slow_run_among_three_current_runs_is_not_a_regression():
     assert comparison.outcome == "unchanged"
 
 
-def test_the_interval_bounds_the_ratio_at_the_tests_level():
+def test_the_interval_bounds_the_ratio_at_the_noises_alarm_level():
+    # The baseline's sd on 6 df, seven sessions (one per run by default): t_0.99 * sd * sqrt(1 + 1/7) each side.
     comparison = compare_runs(shifted(0.2), BASELINE, 0.10)
-    half_width = student_t.ppf(0.99, 8) * standard_error(POOLED_SD, 3, 7)
+    half_width = student_t.ppf(0.99, 6) * BASELINE_SD * math.sqrt(1 + 1 / 7)
     assert (comparison.ci_low, comparison.ci_high) == (
         pytest.approx(math.exp(0.2 - half_width)), pytest.approx(math.exp(0.2 + half_width)),
     )
@@ -286,13 +318,15 @@ def test_one_run_against_twenty_is_regressed_beyond_twice_as_slow():
 
 
 def test_an_uncalibrated_comparison_with_a_spread_still_says_how_many_processes_would_do():
-    baseline_logs = np.linspace(-0.05, 0.05, 20)
+    # sd 0.0125 on 19 df, twenty sessions: the noise floor 4.27 * 0.0125 * sqrt(1 + 1/20) = 0.054 is under
+    # log(1.1) = 0.095. One process cannot reach p < 0.01 (1/21), two can (1/C(22, 2) = 1/231).
+    baseline_logs = np.linspace(-0.02, 0.02, 20)
     comparison = compare_runs([0.019], runs(*baseline_logs), 0.10)
     sd = float(np.std(baseline_logs, ddof=1))
-    assert (comparison.log_sd, comparison.degrees_of_freedom) == (pytest.approx(sd), 19)
-    expected = fewest_processes(sd, 19, 20, 0.10, MAX_SUGGESTED_PROCESSES)
-    # Two processes could reach p < 0.01 (C(22, 2) = 231) but leave the noise floor (0.101) above log(1.1).
-    assert expected == 3
+    assert (comparison.calibrated, comparison.log_sd, comparison.degrees_of_freedom) == (False, pytest.approx(sd), 19)
+    assert noise_floor_log(sd, 19, 20) < math.log(1.10)
+    expected = fewest_processes(sd, 19, 20, 20, 0.10, MAX_SUGGESTED_PROCESSES)
+    assert expected == 2
     assert comparison.processes_needed == expected
 
 
@@ -392,23 +426,72 @@ def test_combined_spread_without_any_spread_is_none():
     assert combined_spread(None, None, prior_runs=4) is None
 
 
-def test_the_spread_of_a_comparison_pools_both_sides():
+def test_the_spread_of_a_comparison_is_the_baselines_alone():
+    # The current runs (squares 0.02 on 2 df) would make it sqrt(0.09 / 8) on 8 df if they were pooled in.
     comparison = compare_runs(shifted(0.2), BASELINE, 0.10)
-    assert (comparison.log_sd, comparison.degrees_of_freedom) == (pytest.approx(POOLED_SD), 8)
+    assert (comparison.log_sd, comparison.degrees_of_freedom) == (pytest.approx(BASELINE_SD), 6)
 
 
-def test_a_noisier_machine_spread_widens_the_floor_of_a_steady_case_but_does_not_decide_it():
-    # Alone, three identical runs against seven make a 20% slowdown certain, and so does the rank test with
-    # the machine's 30% scatter: the spread only sets the floor and the interval.
+def test_the_current_runs_own_scatter_does_not_change_the_spread_or_the_floor():
+    # Three current runs within 0.2% of each other or scattered by a factor of e: the same ratio, spread, floor.
+    steady = compare_runs(shifted(0.0, (-0.002, 0.0, 0.002)), BASELINE, 0.10)
+    scattered = compare_runs(shifted(0.0, (-1.0, 0.0, 1.0)), BASELINE, 0.10)
+    for comparison in (steady, scattered):
+        assert (comparison.ratio, comparison.log_sd, comparison.degrees_of_freedom) == (
+            pytest.approx(1.0), pytest.approx(BASELINE_SD), 6,
+        )
+        assert comparison.noise_slowdown == pytest.approx(math.expm1(noise_floor_log(BASELINE_SD, 6, 7)))
+    assert (steady.ci_low, steady.ci_high) == (pytest.approx(scattered.ci_low), pytest.approx(scattered.ci_high))
+
+
+def test_a_noisier_machine_spread_keeps_a_change_it_explains_from_being_called():
+    # Alone, three identical runs against seven make a 20% slowdown certain. With the machine's 30% scatter
+    # (the baseline's 0 on 6 df shrunk to sqrt(0.09 * 4 / 10) on 10 df) the rank test still orders them, but
+    # 20% is inside what that noise explains at the 1% level (t_0.99 * sd * sqrt(1 + 1/7) = 0.56), so it is
+    # not called; twice as slow (log 2 = 0.69) is.
     current, baseline = runs(0.0, 0.0, 0.0, scale_s=0.012), runs(*(0.0,) * 7)
     alone = compare_runs(current, baseline, 0.10)
     shrunk = compare_runs(current, baseline, 0.10, machine_spread=Spread(0.3, 50))
-    assert (alone.outcome, shrunk.outcome) == ("regressed", "regressed")
-    assert (shrunk.log_sd, shrunk.degrees_of_freedom) == (pytest.approx(math.sqrt(0.09 * 4 / 12)), 12)
+    assert (alone.outcome, shrunk.outcome) == ("regressed", "unchanged")
+    assert shrunk.p_value_slower == pytest.approx(1 / 120)
+    assert (shrunk.log_sd, shrunk.degrees_of_freedom) == (pytest.approx(math.sqrt(0.09 * 4 / 10)), 10)
     assert (alone.ci_low, alone.ci_high) == (pytest.approx(1.2), pytest.approx(1.2))
-    half_width = student_t.ppf(0.99, 12) * standard_error(math.sqrt(0.03), 3, 7)
-    assert shrunk.ci_low == pytest.approx(1.2 * math.exp(-half_width))
+    half_width = alarm_log(math.sqrt(0.036), 10, 7)
+    assert shrunk.ci_low == pytest.approx(1.2 * math.exp(-half_width)) and shrunk.ci_low < 1
     assert shrunk.detectable_slowdown > alone.detectable_slowdown == pytest.approx(0.10)
+    doubled = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.020), baseline, 0.10, machine_spread=Spread(0.3, 50))
+    assert math.log(2) > half_width and doubled.outcome == "regressed"
+
+
+def test_a_noisier_machine_spread_keeps_a_speedup_it_explains_from_being_called_improved():
+    # The mirror image: x0.8 lies inside the alarm level exp(-0.56) = 0.57, x0.5 beyond it.
+    baseline = runs(*(0.0,) * 7)
+    alone = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.008), baseline, 0.10)
+    shrunk = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.008), baseline, 0.10, machine_spread=Spread(0.3, 50))
+    halved = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.005), baseline, 0.10, machine_spread=Spread(0.3, 50))
+    assert math.log(0.5) < -alarm_log(math.sqrt(0.036), 10, 7) < math.log(0.8)
+    assert shrunk.p_value_faster == pytest.approx(1 / 120)
+    assert (alone.outcome, shrunk.outcome, halved.outcome) == ("improved", "unchanged", "improved")
+
+
+def test_a_session_slower_by_what_its_historys_spread_explains_is_not_regressed_though_the_ranks_separate():
+    # A history of nine runs recorded in three sessions at a quiet moment, scattered by 15% (log sd 0.151 on
+    # 8 df), and a current session whose three runs are all x1.3 slower: the rank test's p is the smallest,
+    # 1/C(12, 3) = 1/220 < 0.01, but the alarm level t_0.99(8) * 0.151 * sqrt(1 + 1/3) = 0.504 (x1.65) is
+    # above log(1.3), so the session is not called regressed; x2.5 (log 0.92) is.
+    history_logs = (-0.22, -0.165, -0.11, -0.055, 0.0, 0.055, 0.11, 0.165, 0.22)
+    sd = math.sqrt(2 * 0.055**2 * (16 + 9 + 4 + 1) / 8)
+    assert sd == pytest.approx(0.15, abs=0.001)
+    history = runs(*history_logs)
+    busy = compare_runs(shifted(math.log(1.3), (-0.01, 0.0, 0.01)), history, 0.10, baseline_sessions=3)
+    assert busy.ratio == pytest.approx(1.3)
+    assert busy.p_value_slower == pytest.approx(1 / 220) and busy.p_value_slower < 0.01
+    assert (busy.log_sd, busy.degrees_of_freedom) == (pytest.approx(sd), 8)
+    assert math.log(1.3) < alarm_log(sd, 8, 3) < math.log(2.5)
+    assert busy.ci_low == pytest.approx(1.3 * math.exp(-alarm_log(sd, 8, 3)))
+    assert busy.outcome == "unchanged"
+    slower = compare_runs(shifted(math.log(2.5), (-0.01, 0.0, 0.01)), history, 0.10, baseline_sessions=3)
+    assert (slower.outcome, slower.p_value_slower) == ("regressed", pytest.approx(1 / 220))
 
 
 def test_a_spread_needs_a_finite_non_negative_sd():
@@ -420,51 +503,106 @@ def test_a_spread_needs_a_finite_non_negative_sd():
 
 
 def test_detectable_slowdown_is_the_band_plus_the_power_margin_when_the_band_dominates():
-    # Squares 0.0002 (2 df) and 0.0007 (6 df): sd 0.0106; the alarm t_0.99 * se (0.022) is under log(1.1)
-    # (0.095), so the band sets the threshold and the power margin t_0.95 * se comes on top.
-    sd = math.sqrt(0.0009 / 8)
+    # The baseline's squares 0.0007 on 6 df: sd 0.0108, se = sd * sqrt(1 + 1/7) = 0.0116; the alarm
+    # t_0.99 * se (0.036) is under log(1.1) (0.095), so the band sets the threshold and the power margin
+    # t_0.95 * se comes on top.
+    sd = math.sqrt(0.0007 / 6)
     comparison = compare_runs(runs(-0.01, 0.0, 0.01), runs(-0.015, -0.01, -0.005, 0.0, 0.005, 0.01, 0.015), 0.10)
-    assert student_t.ppf(0.99, 8) * standard_error(sd, 3, 7) < math.log(1.10)
-    expected = math.expm1(math.log(1.10) + student_t.ppf(0.95, 8) * standard_error(sd, 3, 7))
+    assert alarm_log(sd, 6, 7) < math.log(1.10)
+    expected = math.expm1(math.log(1.10) + student_t.ppf(0.95, 6) * standard_error(sd, 7))
     assert comparison.detectable_slowdown == pytest.approx(expected)
-    assert comparison.detectable_slowdown == pytest.approx(0.1154, abs=5e-4)
+    assert comparison.detectable_slowdown == pytest.approx(0.1250, abs=5e-4)
 
 
 def test_detectable_slowdown_is_the_noise_floor_when_noise_dominates():
-    # sd 0.106 on 8 df: the alarm t_0.99 * se (0.217) exceeds log(1.1), so the floor is exp((t_0.99 + t_0.95) * se) - 1.
+    # sd 0.108 on 6 df: the alarm t_0.99 * se (0.363) exceeds log(1.1), so the floor is exp((t_0.99 + t_0.95) * se) - 1.
     comparison = compare_runs(shifted(0.0), BASELINE, 0.10)
-    assert student_t.ppf(0.99, 8) * standard_error(POOLED_SD, 3, 7) > math.log(1.10)
-    expected = math.expm1(noise_floor_log(POOLED_SD, 8, 3, 7))
+    assert alarm_log(BASELINE_SD, 6, 7) > math.log(1.10)
+    expected = math.expm1(noise_floor_log(BASELINE_SD, 6, 7))
     assert comparison.detectable_slowdown == pytest.approx(expected)
-    assert comparison.detectable_slowdown == pytest.approx(0.428, abs=2e-3)
+    assert comparison.detectable_slowdown == pytest.approx(0.799, abs=2e-3)
 
 
-def test_noise_slowdown_is_the_floor_of_the_test_alone_without_the_band():
-    sd = math.sqrt(0.0009 / 8)
+def test_noise_slowdown_is_the_floor_of_the_noise_alone_without_the_band():
+    sd = math.sqrt(0.0007 / 6)
     comparison = compare_runs(runs(-0.01, 0.0, 0.01), runs(-0.015, -0.01, -0.005, 0.0, 0.005, 0.01, 0.015), 0.10)
-    assert comparison.noise_slowdown == pytest.approx(math.expm1(noise_floor_log(sd, 8, 3, 7)))
+    assert comparison.noise_slowdown == pytest.approx(math.expm1(noise_floor_log(sd, 6, 7)))
+    assert comparison.noise_slowdown < comparison.detectable_slowdown
 
 
 def test_the_power_in_the_config_sets_the_floor():
     comparison = compare_runs(shifted(0.0), BASELINE, 0.10, config=DecisionConfig(power=0.8))
-    expected = (student_t.ppf(0.99, 8) + student_t.ppf(0.8, 8)) * standard_error(POOLED_SD, 3, 7)
+    expected = (student_t.ppf(0.99, 6) + student_t.ppf(0.8, 6)) * standard_error(BASELINE_SD, 7)
     assert comparison.detectable_slowdown == pytest.approx(math.expm1(expected))
 
 
-def test_more_runs_lower_the_floor():
+def test_more_baseline_runs_lower_the_floor():
+    # The same spread on 20 df instead of 6, and 21 sessions instead of 7.
     few = compare_runs(shifted(0.0), BASELINE, 0.10)
-    many = compare_runs(shifted(0.0) * 3, BASELINE * 3, 0.10)
+    many = compare_runs(shifted(0.0), BASELINE * 3, 0.10)
     assert many.detectable_slowdown < few.detectable_slowdown
 
 
-# --- how many processes would calibrate the test and bring the noise floor under the band -----------------
+def test_more_current_processes_leave_the_floor_where_it_is():
+    # The current session is one draw whatever its process count: 3 or 30 runs, the same floor and interval.
+    few = compare_runs(shifted(0.0), BASELINE * 3, 0.10)
+    many = compare_runs(shifted(0.0) * 10, BASELINE * 3, 0.10)
+    assert many.current_runs == 30
+    assert many.detectable_slowdown == pytest.approx(few.detectable_slowdown)
+    assert (many.ci_low, many.ci_high) == (pytest.approx(few.ci_low), pytest.approx(few.ci_high))
 
 
-def test_processes_needed_is_the_fewest_that_bring_the_noise_floor_under_the_band():
-    # t_0.99 + t_0.95 on 20 df is 4.25: 4.25 * 0.05 * sqrt(1/K + 1/10) / sqrt(3/pi) <= log(1.1) needs K >= 10.9.
-    needed = processes_needed(Spread(0.05, 20), baseline_runs=10, tolerance=0.10, config=CONFIG)
-    assert needed == 11
-    assert noise_floor_log(0.05, 20, 11, 10) <= math.log(1.10) < noise_floor_log(0.05, 20, 10, 10)
+def test_fewer_baseline_sessions_for_the_same_runs_give_a_higher_floor():
+    # Seven runs from seven, three or one session: se = sd * sqrt(1 + 1/S) grows from sqrt(8/7) to sqrt(2).
+    floors = {
+        sessions: compare_runs(shifted(0.0), BASELINE, 0.10, baseline_sessions=sessions).noise_slowdown
+        for sessions in (7, 3, 1)
+    }
+    for sessions, floor in floors.items():
+        assert floor == pytest.approx(math.expm1(noise_floor_log(BASELINE_SD, 6, sessions)))
+    assert floors[7] < floors[3] < floors[1]
+    assert math.log1p(floors[1]) / math.log1p(floors[7]) == pytest.approx(math.sqrt(2 / (8 / 7)))
+
+
+# --- how many processes would calibrate the test, when the noise floor is under the band ------------------
+
+
+def test_processes_needed_is_the_fewest_that_can_reach_the_level_when_the_floor_is_under_the_band():
+    # t_0.99 + t_0.95 on 20 df is 4.25: 4.25 * 0.02 * sqrt(1 + 1/10) = 0.089 is under log(1.1) = 0.095. Against
+    # ten runs C(11, 1) = 11 and C(12, 2) = 66 arrangements are too few for p < 0.01, C(13, 3) = 286 enough.
+    assert noise_floor_log(0.02, 20, 10) <= math.log(1.10)
+    needed = suggested(Spread(0.02, 20), 10, 10)
+    assert needed == fewest_processes(0.02, 20, 10, 10, 0.10, MAX_SUGGESTED_PROCESSES) == 3
+
+
+def test_processes_needed_is_none_when_the_noise_floor_is_above_the_band_whatever_k():
+    # 4.25 * 0.05 * sqrt(1 + 1/10) = 0.223 is above log(1.1), and no process count changes it (the old rule,
+    # which divided by K, asked for 11 processes here); three processes could reach p < 0.01.
+    assert noise_floor_log(0.05, 20, 10) > math.log(1.10)
+    assert suggested(Spread(0.05, 20), 10, 10) is None
+    # A comparison with 3 or with 40 current processes has the same floor and suggests nothing.
+    baseline = runs(*np.linspace(-0.08, 0.08, 10))
+    comparisons = [compare_runs(runs(*np.linspace(-0.08, 0.08, k)), baseline, 0.10) for k in (3, 40)]
+    sd = float(np.std(np.linspace(-0.08, 0.08, 10), ddof=1))
+    for comparison in comparisons:
+        assert comparison.noise_slowdown == pytest.approx(math.expm1(noise_floor_log(sd, 9, 10)))
+        assert comparison.noise_slowdown > 0.10
+        assert comparison.processes_needed is None
+
+
+def test_a_wider_band_than_the_noise_floor_brings_processes_needed_back():
+    # The same spread as above with a 30% band: 0.223 <= log(1.3) = 0.262.
+    assert noise_floor_log(0.05, 20, 10) <= math.log(1.30)
+    assert suggested(Spread(0.05, 20), 10, 10, tolerance=0.30) == 3
+
+
+def test_processes_needed_depends_on_the_baseline_sessions():
+    # sd 0.019 on 20 df: 4.25 * 0.019 * sqrt(1 + 1/10) = 0.085 is under log(1.1), 4.25 * 0.019 * sqrt(2) = 0.114
+    # above it: the same ten runs recorded in one session leave the floor above the band.
+    assert noise_floor_log(0.019, 20, 10) <= math.log(1.10) < noise_floor_log(0.019, 20, 1)
+    spread = Spread(0.019, 20)
+    assert suggested(spread, 10, 10) == 3
+    assert suggested(spread, 10, 1) is None
 
 
 @pytest.mark.parametrize(
@@ -473,13 +611,14 @@ def test_processes_needed_is_the_fewest_that_bring_the_noise_floor_under_the_ban
     [(10, 3), (12, 3), (13, 2), (20, 2), (7, 3)],
 )
 def test_with_little_noise_processes_needed_is_the_fewest_that_can_reach_the_level(baseline, needed):
-    assert processes_needed(Spread(0.001, 20), baseline_runs=baseline, tolerance=0.10, config=CONFIG) == needed
+    assert fewest_processes(0.001, 20, baseline, baseline, 0.10, MAX_SUGGESTED_PROCESSES) == needed
+    assert suggested(Spread(0.001, 20), baseline, baseline) == needed
 
 
 def test_processes_needed_follows_the_false_alarm_rate():
     # 1 / C(10 + 1, 1) = 1/11 is below 0.1.
     config = DecisionConfig(false_alarm_rate=0.1)
-    assert processes_needed(Spread(0.001, 20), baseline_runs=10, tolerance=0.10, config=config) == 1
+    assert suggested(Spread(0.001, 20), 10, 10, config=config) == 1
 
 
 def test_processes_needed_can_be_the_processes_already_run():
@@ -487,34 +626,41 @@ def test_processes_needed_can_be_the_processes_already_run():
     assert comparison.processes_needed == 3
 
 
-def test_processes_needed_is_none_when_the_baseline_has_too_few_runs_for_any_count():
-    # Even endless processes leave 4.25 * 0.2 * sqrt(1/3) / sqrt(3/pi) = 0.50 above log(1.1).
-    assert processes_needed(Spread(0.2, 20), baseline_runs=3, tolerance=0.10, config=CONFIG) is None
+def test_processes_needed_is_none_for_a_spread_too_wide_for_the_band_however_many_baseline_sessions():
+    # Even endless baseline sessions leave (t_0.99 + t_0.95 on 20 df) * 0.2 * sqrt(1 + 1/1000) = 0.85 above
+    # log(1.1), although one process could reach p < 0.01 against 1000 runs.
+    assert noise_floor_log(0.2, 20, 1000) > math.log(1.10)
+    assert suggested(Spread(0.2, 20), 1000, 1000) is None
 
 
 def test_processes_needed_is_none_against_one_baseline_run_however_steady():
     # 1 / (K + 1) < 0.01 needs K >= 100.
     assert MAX_SUGGESTED_PROCESSES < 100
-    assert processes_needed(Spread(0.0, 20), baseline_runs=1, tolerance=0.10, config=CONFIG) is None
+    assert suggested(Spread(0.0, 20), 1, 1) is None
 
 
 def test_processes_needed_is_none_beyond_the_largest_suggestion():
-    expected = fewest_processes(0.064, 20, 10, 0.10, limit=1000)
-    assert expected == 59
+    # Against two runs at a rate of 1/5000: (K + 2)(K + 1) / 2 > 5000 first holds at K = 99 (101 * 100 / 2 = 5050).
+    # At 1/1000 it holds at K = 44 (46 * 45 / 2 = 1035, 45 * 44 / 2 = 990), within the suggestions.
+    strict, looser = DecisionConfig(false_alarm_rate=0.0002), DecisionConfig(false_alarm_rate=0.001)
+    expected = fewest_processes(0.0, 20, 2, 2, 0.10, limit=1000, rate=0.0002)
+    assert expected == 99
     assert MAX_SUGGESTED_PROCESSES < expected
-    assert processes_needed(Spread(0.064, 20), baseline_runs=10, tolerance=0.10, config=CONFIG) is None
+    assert suggested(Spread(0.0, 20), 2, 2, config=strict) is None
+    assert suggested(Spread(0.0, 20), 2, 2, config=looser) == 44
 
 
 def test_processes_needed_is_none_without_spread():
-    assert processes_needed(None, baseline_runs=10, tolerance=0.10, config=CONFIG) is None
+    assert suggested(None, 10, 10) is None
 
 
-def test_compare_runs_suggests_processes_from_its_pooled_spread():
-    # sd of three current runs (squares 0.005, 2 df) and ten baseline runs (squares 0.025, 9 df).
-    comparison = compare_runs(runs(-0.05, 0.0, 0.05), runs(*(-0.05, 0.05) * 5), 0.10)
-    sd = math.sqrt(0.03 / 11)
-    assert (comparison.log_sd, comparison.degrees_of_freedom) == (pytest.approx(sd), 11)
-    assert comparison.processes_needed == fewest_processes(sd, 11, 10, 0.10, MAX_SUGGESTED_PROCESSES) == 18
+def test_compare_runs_suggests_processes_from_the_baselines_spread():
+    # The ten baseline runs' squares 0.001 on 9 df: sd 0.0105, floor 4.65 * 0.0105 * sqrt(1 + 1/10) = 0.051
+    # under log(1.1); the current runs' wider scatter (squares 0.005) does not enter.
+    comparison = compare_runs(runs(-0.05, 0.0, 0.05), runs(*(-0.01, 0.01) * 5), 0.10)
+    sd = math.sqrt(0.001 / 9)
+    assert (comparison.log_sd, comparison.degrees_of_freedom) == (pytest.approx(sd), 9)
+    assert comparison.processes_needed == fewest_processes(sd, 9, 10, 10, 0.10, MAX_SUGGESTED_PROCESSES) == 3
 
 
 # --- invalid input ------------------------------------------------------------------------------------------
@@ -590,10 +736,13 @@ def test_with_a_heavy_slow_tail_at_most_two_percent_of_unchanged_cases_are_false
 
 
 def test_a_slowdown_half_again_above_the_floor_is_detected_at_least_nine_times_in_ten():
-    current_runs, baseline_runs, df = 5, 10, 13
-    se = standard_error(RUN_LOG_SD, current_runs, baseline_runs)
+    # The floor from the baseline's true spread: 9 df, ten sessions (one per run).
+    current_runs, baseline_runs, df = 5, 10, 9
+    se = standard_error(RUN_LOG_SD, baseline_runs)
     floor = math.expm1(max(math.log(1.02), student_t.ppf(0.99, df) * se) + student_t.ppf(0.95, df) * se)
-    share = called_regressed(math.log1p(1.5 * floor), 0.02, seed=12, current_runs=5, baseline_runs=10)
+    share = called_regressed(
+        math.log1p(1.5 * floor), 0.02, seed=12, current_runs=current_runs, baseline_runs=baseline_runs
+    )
     assert share >= 0.90
 
 
@@ -662,3 +811,14 @@ def test_exactly_twice_as_slow_is_called_while_uncalibrated():
 def test_baseline_runs_needed_refuses_zero_current_runs():
     with pytest.raises(ValueError, match="current_runs >= 1"):
         baseline_runs_needed(0, 0.01)
+
+
+def test_an_uncalibrated_floor_adds_the_power_margin_above_twice_as_slow():
+    # One run against seven: the x2 cut applies to one session's ratio, which scatters with the baseline's spread,
+    # so the slowdown caught 95% of the time is x2 times exp(t_0.95 * se).
+    baseline = runs(-0.05, -0.03, -0.01, 0.0, 0.01, 0.03, 0.05)
+    sd = float(np.std(np.log(baseline), ddof=1))
+    comparison = compare_runs(runs(0.0), baseline, 0.10)
+    assert not comparison.calibrated
+    margin = student_t.ppf(0.95, 6) * standard_error(sd, 7)
+    assert comparison.detectable_slowdown == pytest.approx(math.expm1(math.log(2) + margin))

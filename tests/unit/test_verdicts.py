@@ -1,4 +1,8 @@
-"""Judging one measurement (its runs) against its baseline entry (a history of runs)."""
+"""Judging one measurement (its runs) against its baseline entry (a history of runs).
+
+The entries built here record every run at one moment (one session) unless told otherwise, so the noise's
+standard error is the baseline's sd * sqrt(1 + 1/1) unless a test gives other `recorded_at` stamps.
+"""
 
 from __future__ import annotations
 
@@ -38,18 +42,24 @@ def measurement(scale: float = 1.0, logs=BASELINE_LOGS, **changes) -> Measuremen
     return Measurement(CASE, tuple(run(0.012 * scale * math.exp(x), **changes) for x in logs))
 
 
-def rank_standard_error(sd: float, current: int, baseline: int) -> float:
-    """The standard error of a log ratio under the rank test: the t-test's over sqrt(3 / pi)."""
-    return sd * math.sqrt(1 / current + 1 / baseline) / math.sqrt(3 / math.pi)
+def session_standard_error(sd: float, sessions: int) -> float:
+    """The standard error of one new session's log median against `sessions` recorded ones: its runs share
+    the machine's state, so the session is one draw whatever its process count."""
+    return sd * math.sqrt(1 + 1 / sessions)
 
 
-def baseline(logs=BASELINE_LOGS, memory_bytes: int | None = 500_000_000, **changes) -> BaselineEntry:
+def baseline(
+    logs=BASELINE_LOGS, memory_bytes: int | None = 500_000_000, recorded_at: tuple[str, ...] | None = None, **changes
+) -> BaselineEntry:
+    """An entry whose run medians are 12 ms * exp(log) for each log, all recorded at one moment unless
+    `recorded_at` gives each run's stamp."""
+    stamps = recorded_at if recorded_at is not None else ("2026-12-02T15:00:00Z",) * len(logs)
     stored = tuple(
         StoredRun(
             median_s=0.012 * math.exp(x), rounds=3, round_times_s=(0.012 * math.exp(x),) * 3,
-            memory_bytes=memory_bytes, recorded_at="2026-12-02T15:00:00Z", commit="abc1234",
+            memory_bytes=memory_bytes, recorded_at=stamp, commit="abc1234",
         )
-        for x in logs
+        for x, stamp in zip(logs, stamps, strict=True)
     )
     fields = dict(
         case=CASE, config_digest="a1b2c3d4e5f6", torch_version="2.13.0", threads=2, machine=dict(MACHINE),
@@ -148,10 +158,12 @@ def test_a_regression_message_gives_the_band_and_the_p_value():
     assert "slower beyond the band 1.1 with p = 0.004 < 0.01 (CI [" in verdict.message
 
 
-def test_a_regression_message_gives_the_floor_of_the_rank_test():
-    # Squares 0.00025 on 4 df on each side: sd sqrt(0.0005 / 8); the band dominates the alarm threshold.
-    se = rank_standard_error(math.sqrt(0.0005 / 8), 5, 5)
-    floor = math.expm1(math.log(1.10) + student_t.ppf(0.95, 8) * se)
+def test_a_regression_message_gives_the_floor_of_one_session_against_the_baselines():
+    # The baseline's squares 0.00025 on 4 df: sd sqrt(0.00025 / 4), one recording session: se = sd * sqrt(2).
+    # The alarm t_0.99 * se (0.042) is under log(1.1), so the band dominates and t_0.95 * se comes on top.
+    se = session_standard_error(math.sqrt(0.00025 / 4), 1)
+    assert student_t.ppf(0.99, 4) * se < math.log(1.10)
+    floor = math.expm1(math.log(1.10) + student_t.ppf(0.95, 4) * se)
     verdict = judge(measurement(scale=1.3), baseline(), MACHINE)
     assert verdict.detectable_slowdown == pytest.approx(floor)
     assert verdict.message.endswith(f"; detects >= {floor * 100:.3g}% here")
@@ -177,17 +189,21 @@ def test_the_verdict_shows_the_medians_of_run_medians():
     assert (verdict.baseline_median_s, verdict.current_median_s) == (pytest.approx(0.012), pytest.approx(0.0156))
 
 
-def test_a_noisy_machine_spread_raises_the_floor_of_a_steady_case_but_does_not_decide_it():
-    # The rank test sees three runs all slower than seven whatever the machine's spread; the spread (shrunk to
-    # sqrt(0.09 * 4 / 12) on 12 df) only sets the floor and the interval.
+def test_a_noisy_machine_spread_keeps_a_steady_case_from_failing_on_a_change_the_noise_explains():
+    # The rank test sees three runs all slower than seven; the machine's spread (the baseline's 0 on 6 df shrunk
+    # to sqrt(0.09 * 4 / 10) = 19% on 10 df, one session) puts the noise's 1% alarm level
+    # t_0.99 * 0.19 * sqrt(2) = 0.74 above log(1.2), so the case is not failed, and the floor says so.
     current, entry = measurement(scale=1.2, logs=(0.0,) * 3), baseline(logs=(0.0,) * 7)
     alone = judge(current, entry, MACHINE)
     shrunk = judge(current, entry, MACHINE, machine_spread=Spread(0.3, 50))
-    assert (alone.status, shrunk.status) == ("regressed", "regressed")
+    assert (alone.status, shrunk.status) == ("regressed", "unchanged")
+    assert shrunk.p_value == pytest.approx(1 / math.comb(10, 3))
     assert alone.detectable_slowdown == pytest.approx(0.10)
-    noise = math.expm1((student_t.ppf(0.99, 12) + student_t.ppf(0.95, 12)) * rank_standard_error(math.sqrt(0.03), 3, 7))
+    se = session_standard_error(math.sqrt(0.036), 1)
+    assert student_t.ppf(0.99, 10) * se > math.log(1.2)
+    noise = math.expm1((student_t.ppf(0.99, 10) + student_t.ppf(0.95, 10)) * se)
     assert shrunk.detectable_slowdown == pytest.approx(noise)
-    assert "the noise floor is above the 10% band: record more baseline runs" in shrunk.message
+    assert "the noise floor is above the 10% band: this machine's runs scatter by 19% (sd); " in shrunk.message
     assert "noise floor" not in alone.message
 
 
@@ -202,30 +218,63 @@ def test_a_band_of_ten_is_refused_naming_the_benchmark(keyword):
         judge(measurement(), baseline(), MACHINE, **{keyword: 10})
 
 
-def test_a_noisy_case_says_how_many_processes_bring_its_floor_under_the_band():
-    # Squares 0.005 (2 df) and 0.025 (9 df): sd sqrt(0.03 / 11); (t_0.99 + t_0.95 on 11 df) * sd *
-    # sqrt(1/K + 1/10) / sqrt(3/pi) <= log(1.1) first holds at K = 18.
-    verdict = judge(measurement(logs=(-0.05, 0.0, 0.05)), baseline(logs=(-0.05, 0.05) * 5), MACHINE)
-    t_sum = student_t.ppf(0.99, 11) + student_t.ppf(0.95, 11)
-    sd = math.sqrt(0.03 / 11)
-    assert t_sum * rank_standard_error(sd, 18, 10) <= math.log(1.10) < t_sum * rank_standard_error(sd, 17, 10)
-    assert verdict.processes_needed == 18
-    assert "the noise floor is above the 10% band: --perf-processes 18 would bring it under" in verdict.message
+def test_a_noisy_case_says_no_process_count_lowers_its_floor():
+    # The baseline's squares 0.025 on 9 df: sd 5.27%; one session: (t_0.99 + t_0.95 on 9 df) * sd * sqrt(2)
+    # = 0.35 above log(1.1). Three processes or fifteen, the floor is the same and none is suggested.
+    sd = math.sqrt(0.025 / 9)
+    floor = math.expm1((student_t.ppf(0.99, 9) + student_t.ppf(0.95, 9)) * session_standard_error(sd, 1))
+    entry = baseline(logs=(-0.05, 0.05) * 5)
+    few = judge(measurement(logs=(-0.05, 0.0, 0.05)), entry, MACHINE)
+    many = judge(measurement(logs=(-0.05, 0.0, 0.05) * 5), entry, MACHINE)
+    assert many.current_runs == 15
+    for verdict in (few, many):
+        assert (verdict.status, verdict.processes_needed) == ("unchanged", None)
+        assert verdict.detectable_slowdown == pytest.approx(floor)
+        assert verdict.message.endswith(
+            f"; detects >= {floor * 100:.3g}% here; the noise floor is above the 10% band: this machine's runs "
+            "scatter by 5.27% (sd); no process count lowers it, since one session's runs share the machine's "
+            "state: judge on a quieter runner (or with --perf-threads 1), or give this case a wider band"
+        )
+    assert "--perf-processes" not in few.message
 
 
-def test_a_case_too_noisy_for_its_baseline_asks_for_more_baseline_runs():
-    # Squares 0.08 (2 df) and 0.16 (6 df): sd 0.17, and even endless processes leave
-    # (t_0.99 + t_0.95 on 8 df) * 0.17 * sqrt(1/7) / sqrt(3/pi) = 0.32 above log(1.1).
+def test_a_case_too_noisy_for_the_band_says_how_much_its_runs_scatter():
+    # The baseline's squares 0.16 on 6 df: sd 16.3%, far beyond what a 10% band can hold.
     noisy = (-0.2, 0.0, 0.2)
     verdict = judge(measurement(logs=noisy), baseline(logs=noisy * 2 + (0.0,)), MACHINE)
     assert (verdict.status, verdict.processes_needed) == ("unchanged", None)
-    assert "the noise floor is above the 10% band: record more baseline runs" in verdict.message
+    assert f"{math.sqrt(0.16 / 6) * 100:.3g}" == "16.3"
+    assert "the noise floor is above the 10% band: this machine's runs scatter by 16.3% (sd); " in verdict.message
 
 
 def test_a_case_whose_floor_is_under_the_band_has_no_advice():
     verdict = judge(measurement(scale=1.02), baseline(), MACHINE)
     assert "noise floor" not in verdict.message
     assert "within the band +-10% or within the noise (CI [" in verdict.message
+
+
+def test_judge_counts_the_baselines_sessions_by_their_distinct_recording_stamps():
+    # Nine runs recorded in three sessions of three processes (squares 0.0015 on 8 df): S = 3, so
+    # se = sd * sqrt(1 + 1/3); the alarm t_0.99 * se is under log(1.1), and the floor is the band plus t_0.95 * se.
+    # The same runs under one stamp count as one session, under nine stamps as nine.
+    logs = (-0.02, -0.015, -0.01, -0.005, 0.0, 0.005, 0.01, 0.015, 0.02)
+    sd = math.sqrt(0.0015 / 8)
+    stamps = tuple(f"2026-12-0{day}T15:00:00Z" for day in (1, 2, 3) for _ in range(3))
+    assert len(set(stamps)) == 3
+    expected = {
+        sessions: math.expm1(math.log(1.10) + student_t.ppf(0.95, 8) * session_standard_error(sd, sessions))
+        for sessions in (1, 3, 9)
+    }
+    assert student_t.ppf(0.99, 8) * session_standard_error(sd, 1) < math.log(1.10)
+    three = judge(measurement(), baseline(logs=logs, recorded_at=stamps), MACHINE)
+    one = judge(measurement(), baseline(logs=logs), MACHINE)
+    each_its_own = tuple(f"2026-12-02T15:0{i}:00Z" for i in range(9))
+    nine = judge(measurement(), baseline(logs=logs, recorded_at=each_its_own), MACHINE)
+    assert (three.status, three.baseline_runs) == ("unchanged", 9)
+    assert three.detectable_slowdown == pytest.approx(expected[3], rel=1e-9)
+    assert one.detectable_slowdown == pytest.approx(expected[1], rel=1e-9)
+    assert nine.detectable_slowdown == pytest.approx(expected[9], rel=1e-9)
+    assert nine.detectable_slowdown < three.detectable_slowdown < one.detectable_slowdown
 
 
 # --- uncalibrated --------------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ and every such row says which fields the source did not state.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,6 +32,7 @@ from perfsuite.errors import BadFileError
 from perfsuite.records import BaselineEntry
 from perfsuite.store.baselines import SCHEMA as BASELINE_SCHEMA
 from perfsuite.store.baselines import baseline_from_json, machine_slug
+from perfsuite.store.jsonfile import parse_json_text
 
 PUBLISHED_SCHEMA = "perfsuite-published-reference"
 PUBLISHED_SCHEMA_VERSION = 1
@@ -145,14 +145,10 @@ def find_newest_run(runs_dir: Path) -> Path | None:
 
 def parse_result_set(text: str, source: str) -> ResultSet:
     """Parse the text of one result file; `source` names it in messages."""
-    if not text.strip():
-        raise CompareError(f"{source}: the file is empty; {_WHAT_TO_PASS}")
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise CompareError(
-            f"{source}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}); {_WHAT_TO_PASS}"
-        ) from None
+        document = parse_json_text(text, source, _WHAT_TO_PASS[0].upper() + _WHAT_TO_PASS[1:])
+    except BadFileError as error:
+        raise CompareError(str(error)) from None
     return result_set_from_document(document, source)
 
 

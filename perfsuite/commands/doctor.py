@@ -27,6 +27,8 @@ from perfsuite.doctor.diagnosis import (
     render_text,
     report_data,
 )
+from perfsuite.errors import BadFileError
+from perfsuite.store.jsonfile import read_json_file
 
 ENVIRONMENT_VARIABLES = ("PYTORCH_ENABLE_MPS_FALLBACK", "CUDA_VISIBLE_DEVICES")
 COMMAND_TIMEOUT_S = 10.0
@@ -138,13 +140,9 @@ def _cpu_fp16_autocast_casts(torch: Any) -> bool | None:
 def load_facts(path: Path) -> dict[str, Any]:
     """Recorded facts from `path`, checked to be diagnosable; raises FactsFileError saying what is wrong."""
     try:
-        facts = json.loads(path.read_text())
-    except OSError as error:
-        raise FactsFileError(f"{path}: cannot read facts ({error.strerror})") from error
-    except json.JSONDecodeError as error:
-        raise FactsFileError(
-            f"{path}: not JSON ({error}); record facts with `perfsuite doctor --save-facts`"
-        ) from error
+        facts = read_json_file(path, "Record facts with `perfsuite doctor --save-facts`.")
+    except BadFileError as error:
+        raise FactsFileError(str(error)) from None
     errors = facts_shape_errors(facts)
     if errors:
         raise FactsFileError(

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfsuite.coverage.assess import ModelCoverage, OpUsage
+from perfsuite.errors import BadFileError
+from perfsuite.store.jsonfile import read_json_file
 
 DEFAULT_ALLOWLIST = Path("baselines") / "mps-fallback-allowlist.json"
 SCHEMA_VERSION = 1
@@ -76,9 +78,9 @@ def load_allowlist(path: Path = DEFAULT_ALLOWLIST, required: bool = False) -> Al
             raise AllowlistError(f"{path}: no such allowlist file; pass an existing file to --allowlist")
         return Allowlist(source=f"{path} (absent: nothing allowed)")
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise AllowlistError(f"{path}: not valid JSON ({error})") from error
+        data = read_json_file(path, "Fix the entry, or restore the file from version control.")
+    except BadFileError as error:
+        raise AllowlistError(str(error)) from None
     return parse_allowlist(data, str(path))
 
 

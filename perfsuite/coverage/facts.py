@@ -11,12 +11,14 @@ Plus reviewed suggestions for known fallback ops. `load_mps_facts` reads and che
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+from perfsuite.errors import BadFileError
+from perfsuite.store.jsonfile import read_json_file
 
 FACTS_PATH = Path(__file__).with_name("mps_facts.json")
 SCHEMA_VERSION = 1
@@ -74,9 +76,9 @@ class FactsError(ValueError):
 def load_mps_facts(path: Path = FACTS_PATH) -> MpsFacts:
     """Read and check the facts file; a FactsError names the bad entry."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise FactsError(f"{path}: cannot read the MPS facts file ({error})") from error
+        data = read_json_file(path, "Restore the MPS facts file from version control.")
+    except BadFileError as error:
+        raise FactsError(str(error)) from None
     return parse_mps_facts(data, where=str(path))
 
 

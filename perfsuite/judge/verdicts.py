@@ -262,7 +262,8 @@ def time_message(
         recordings = math.ceil(needed / RECOMMENDED_PROCESSES)
         return (
             f"{head}; uncalibrated: with these runs no p below {smallest:.2g} is possible, not the "
-            f"{config.false_alarm_rate:g} the gate needs, so only a change beyond x{factor:g} is called; judge with "
+            f"{config.false_alarm_rate:g} the gate needs, so only a change beyond x{factor:g} (and beyond the noise) "
+            "is called; judge with "
             f"--perf-processes {processes} against >= {needed} baseline runs "
             f"(`{RECORD_COMMAND} --perf-processes {RECOMMENDED_PROCESSES}`, recorded {recordings} times)"
         )

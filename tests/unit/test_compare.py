@@ -144,12 +144,12 @@ def test_published_reference_keeps_unstated_fields_null():
 
 
 def test_empty_file_is_rejected_naming_the_file():
-    with pytest.raises(CompareError, match=r"empty\.json: the file is empty"):
+    with pytest.raises(CompareError, match=r"empty\.json: is empty \(an interrupted copy or checkout\)\. Pass a"):
         read_result_set(FIXTURES / "empty.json")
 
 
 def test_invalid_json_is_rejected_with_its_line():
-    with pytest.raises(CompareError, match=r"x\.json: not valid JSON \(line 2"):
+    with pytest.raises(CompareError, match=r"x\.json: is not valid JSON \(line 2, column 13"):
         parse_result_set('{\n  "schema": ,\n}', "x.json")
 
 
@@ -472,7 +472,7 @@ def test_command_without_matplotlib_still_writes_the_tables(tmp_path, capsys, mo
 @pytest.mark.parametrize(
     ("a", "b", "message"),
     [
-        ("empty.json", "baseline-cuda.json", "the file is empty"),
+        ("empty.json", "baseline-cuda.json", "empty.json: is empty"),
         ("not-a-result.json", "baseline-cuda.json", "not a result file"),
         ("plain-pytest-benchmark.json", "baseline-cuda.json", "no perfsuite facts"),
         ("baseline-future-schema.json", "run-mps.json", "schema_version 3"),

@@ -35,6 +35,9 @@ from perfsuite.judge.stats import (
 )
 
 CONFIG = DecisionConfig()
+# Fills a 7-run baseline's 6 degrees of freedom up to 10 with the machine's spread.
+PRIOR_10 = DecisionConfig(prior_runs=10)
+NOISY = Spread(0.3, 50)
 
 
 def runs(*logs: float, scale_s: float = 0.010) -> list[float]:
@@ -407,9 +410,14 @@ def test_within_spread_of_single_runs_is_none():
     assert within_spread([[0.01], [0.02], [0.5]]) is None
 
 
-def test_combined_spread_weights_the_machine_by_at_most_prior_runs_degrees_of_freedom():
+def test_combined_spread_fills_a_case_with_few_runs_up_to_prior_runs_degrees_of_freedom():
     spread = combined_spread(Spread(0.1, 2), Spread(0.3, 100), prior_runs=4)
-    assert (spread.log_sd, spread.degrees_of_freedom) == (pytest.approx(math.sqrt((0.01 * 2 + 0.09 * 4) / 6)), 6)
+    assert (spread.log_sd, spread.degrees_of_freedom) == (pytest.approx(math.sqrt((0.01 * 2 + 0.09 * 2) / 4)), 4)
+
+
+def test_combined_spread_leaves_a_case_with_enough_runs_its_own():
+    spread = combined_spread(Spread(0.1, 8), Spread(0.3, 100), prior_runs=4)
+    assert (spread.log_sd, spread.degrees_of_freedom) == (pytest.approx(0.1), 8)
 
 
 def test_combined_spread_weights_a_machine_with_few_degrees_of_freedom_by_those():
@@ -446,12 +454,13 @@ def test_the_current_runs_own_scatter_does_not_change_the_spread_or_the_floor():
 
 def test_a_noisier_machine_spread_keeps_a_change_it_explains_from_being_called():
     # Alone, three identical runs against seven make a 20% slowdown certain. With the machine's 30% scatter
-    # (the baseline's 0 on 6 df shrunk to sqrt(0.09 * 4 / 10) on 10 df) the rank test still orders them, but
+    # (the baseline's 0 on 6 df filled up to 10 df with prior_runs=10: sqrt(0.09 * 4 / 10)) the rank test
+    # still orders them, but
     # 20% is inside what that noise explains at the 1% level (t_0.99 * sd * sqrt(1 + 1/7) = 0.56), so it is
     # not called; twice as slow (log 2 = 0.69) is.
     current, baseline = runs(0.0, 0.0, 0.0, scale_s=0.012), runs(*(0.0,) * 7)
     alone = compare_runs(current, baseline, 0.10)
-    shrunk = compare_runs(current, baseline, 0.10, machine_spread=Spread(0.3, 50))
+    shrunk = compare_runs(current, baseline, 0.10, machine_spread=NOISY, config=PRIOR_10)
     assert (alone.outcome, shrunk.outcome) == ("regressed", "unchanged")
     assert shrunk.p_value_slower == pytest.approx(1 / 120)
     assert (shrunk.log_sd, shrunk.degrees_of_freedom) == (pytest.approx(math.sqrt(0.09 * 4 / 10)), 10)
@@ -459,7 +468,7 @@ def test_a_noisier_machine_spread_keeps_a_change_it_explains_from_being_called()
     half_width = alarm_log(math.sqrt(0.036), 10, 7)
     assert shrunk.ci_low == pytest.approx(1.2 * math.exp(-half_width)) and shrunk.ci_low < 1
     assert shrunk.detectable_slowdown > alone.detectable_slowdown == pytest.approx(0.10)
-    doubled = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.020), baseline, 0.10, machine_spread=Spread(0.3, 50))
+    doubled = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.020), baseline, 0.10, machine_spread=NOISY, config=PRIOR_10)
     assert math.log(2) > half_width and doubled.outcome == "regressed"
 
 
@@ -467,8 +476,8 @@ def test_a_noisier_machine_spread_keeps_a_speedup_it_explains_from_being_called_
     # The mirror image: x0.8 lies inside the alarm level exp(-0.56) = 0.57, x0.5 beyond it.
     baseline = runs(*(0.0,) * 7)
     alone = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.008), baseline, 0.10)
-    shrunk = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.008), baseline, 0.10, machine_spread=Spread(0.3, 50))
-    halved = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.005), baseline, 0.10, machine_spread=Spread(0.3, 50))
+    shrunk = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.008), baseline, 0.10, machine_spread=NOISY, config=PRIOR_10)
+    halved = compare_runs(runs(0.0, 0.0, 0.0, scale_s=0.005), baseline, 0.10, machine_spread=NOISY, config=PRIOR_10)
     assert math.log(0.5) < -alarm_log(math.sqrt(0.036), 10, 7) < math.log(0.8)
     assert shrunk.p_value_faster == pytest.approx(1 / 120)
     assert (alone.outcome, shrunk.outcome, halved.outcome) == ("improved", "unchanged", "improved")
@@ -822,3 +831,13 @@ def test_an_uncalibrated_floor_adds_the_power_margin_above_twice_as_slow():
     assert not comparison.calibrated
     margin = student_t.ppf(0.95, 6) * standard_error(sd, 7)
     assert comparison.detectable_slowdown == pytest.approx(math.expm1(math.log(2) + margin))
+
+
+def test_an_uncalibrated_change_beyond_twice_that_the_noise_explains_is_not_called():
+    # One run against a history scattering by 40% (log sd): x2.5 is inside the noise's 99% level, x20 is not.
+    baseline = runs(-0.6, -0.3, 0.0, 0.3, 0.6, -0.45, 0.45)
+    sd = float(np.std(np.log(baseline), ddof=1))
+    alarm = student_t.ppf(0.99, 6) * standard_error(sd, 7)
+    assert math.log(2.5) < alarm < math.log(20)
+    assert compare_runs(runs(math.log(2.5)), baseline, 0.10).outcome == "uncalibrated"
+    assert compare_runs(runs(math.log(20)), baseline, 0.10).outcome == "regressed"

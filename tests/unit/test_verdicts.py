@@ -14,7 +14,7 @@ import re
 import pytest
 from scipy.stats import t as student_t
 
-from perfsuite.judge.stats import Spread
+from perfsuite.judge.stats import DecisionConfig, Spread
 from perfsuite.judge.verdicts import REBASELINE_COMMAND, RECORD_COMMAND, Verdict, judge
 from perfsuite.records import BaselineEntry, Case, Measurement, Run, StoredRun
 
@@ -190,12 +190,12 @@ def test_the_verdict_shows_the_medians_of_run_medians():
 
 
 def test_a_noisy_machine_spread_keeps_a_steady_case_from_failing_on_a_change_the_noise_explains():
-    # The rank test sees three runs all slower than seven; the machine's spread (the baseline's 0 on 6 df shrunk
-    # to sqrt(0.09 * 4 / 10) = 19% on 10 df, one session) puts the noise's 1% alarm level
+    # The rank test sees three runs all slower than seven; the machine's spread (the baseline's 0 on 6 df filled
+    # up to 10 df with prior_runs=10: sqrt(0.09 * 4 / 10) = 19% on 10 df, one session) puts the noise's 1% alarm level
     # t_0.99 * 0.19 * sqrt(2) = 0.74 above log(1.2), so the case is not failed, and the floor says so.
     current, entry = measurement(scale=1.2, logs=(0.0,) * 3), baseline(logs=(0.0,) * 7)
     alone = judge(current, entry, MACHINE)
-    shrunk = judge(current, entry, MACHINE, machine_spread=Spread(0.3, 50))
+    shrunk = judge(current, entry, MACHINE, machine_spread=Spread(0.3, 50), config=DecisionConfig(prior_runs=10))
     assert (alone.status, shrunk.status) == ("regressed", "unchanged")
     assert shrunk.p_value == pytest.approx(1 / math.comb(10, 3))
     assert alone.detectable_slowdown == pytest.approx(0.10)
@@ -293,7 +293,7 @@ def test_an_uncalibrated_message_says_why_and_asks_for_three_processes_against_s
     assert verdict.message == (
         f"{BENCHMARK_ID} uncalibrated: median 12 ms -> 18 ms (x1.500, 1 run(s) vs 1 baseline run(s)); "
         "uncalibrated: with these runs no p below 0.5 is possible, not the 0.01 the gate needs, so only a change "
-        "beyond x2 is called; judge with --perf-processes 3 against >= 7 baseline runs "
+        "beyond x2 (and beyond the noise) is called; judge with --perf-processes 3 against >= 7 baseline runs "
         f"(`{RECORD_COMMAND} --perf-processes 3`, recorded 3 times)"
     )
 

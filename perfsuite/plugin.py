@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +87,35 @@ def matrix_options(config: pytest.Config) -> MatrixOptions:
     return session_settings(config).matrix
 
 
+PATH_OPTIONS = ("--perf-baseline-dir", "--perf-summary-dir")
+
+
+def rootdir_moving_paths(args: Sequence[str], invocation_dir: Path) -> list[tuple[str, str]]:
+    """The path options given with their value as a separate argument whose value lies outside `invocation_dir`.
+
+    pytest chooses its rootdir before plugins' options are known, reading `--perf-summary-dir /tmp/x` as an unknown
+    flag and a test path `/tmp/x`: the rootdir then becomes a parent such as /tmp, and [tool.perfsuite], testpaths
+    and the baseline folder are silently lost. `--perf-summary-dir=/tmp/x` is read as one argument and is safe.
+    """
+    moving = []
+    for option, value in zip(args, args[1:], strict=False):
+        if option in PATH_OPTIONS and not value.startswith("-"):
+            resolved = (invocation_dir / value).resolve()
+            if not resolved.is_relative_to(invocation_dir.resolve()):
+                moving.append((option, value))
+    return moving
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf: a perfsuite benchmark case")
+    moving = rootdir_moving_paths(list(config.invocation_params.args), config.invocation_params.dir)
+    if moving:
+        given = " ".join(f"{option} {value}" for option, value in moving)
+        written = " ".join(f"{option}={value}" for option, value in moving)
+        raise pytest.UsageError(
+            f"{given}: pytest takes a separate value outside this folder for a test path when it picks its rootdir "
+            f"(it picked {config.rootpath}), which loses [tool.perfsuite] and the baselines; write {written}"
+        )
     # Validate the options now, so a bad value is a usage error before collection starts. Workloads registered
     # in the root conftest.py (loaded before this hook) are known by now.
     chosen = session_settings(config)

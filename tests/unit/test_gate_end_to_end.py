@@ -135,3 +135,27 @@ def test_updating_keeps_the_entries_of_cases_not_run(project):
     project.runpytest_subprocess(*RUN, "--perf-update-baseline", "--perf-batch-size", "3").assert_outcomes(passed=1)
     entries = json.loads(_baseline_file(project).read_text())["entries"]
     assert sorted(entries) == ["cpu-fp32-sleeper-bs2-infer", "cpu-fp32-sleeper-bs3-infer"]
+
+
+@pytest.mark.parametrize("option", ["--perf-summary-dir", "--perf-baseline-dir"])
+def test_a_path_outside_the_project_given_as_a_separate_value_is_refused_naming_the_safe_spelling(
+    project, tmp_path_factory, option
+):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    result = project.runpytest_subprocess(*RUN, option, str(elsewhere))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{option} {elsewhere}: pytest takes a separate value*write {option}={elsewhere}"])
+    assert not list(elsewhere.iterdir())
+
+
+def test_a_summary_folder_outside_the_project_written_with_equals_keeps_the_gate_and_its_baselines(
+    project, tmp_path_factory, monkeypatch
+):
+    elsewhere = tmp_path_factory.mktemp("ci-summary")
+    monkeypatch.setenv("SLEEP_S", "0.002")
+    project.runpytest_subprocess(*RUN, "--perf-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("SLEEP_S", "0.006")
+    slower = project.runpytest_subprocess(*RUN, f"--perf-summary-dir={elsewhere}")
+    slower.assert_outcomes(failed=1)
+    summary = json.loads((elsewhere / "summary.json").read_text())
+    assert [v["status"] for v in summary["verdicts"]] == ["regressed"]

@@ -20,6 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from perfsuite.matrix.axes import base_mode
 from perfsuite.records import Case
+from perfsuite.run.correctness import channels_last_gradients_match
 from perfsuite.run.devices import synchronize
 from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import materialize_random_weights
@@ -89,6 +90,8 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device, channels_last)
     # Before checkpointing: a wrapper (resnet18's CheckpointedStage) renames parameters, not the config.
     digest = config_digest(workload.name, module, inputs)
+    if channels_last and base_mode(case.mode) == "train" and case.device in LAYOUT_CHECKED_DEVICES:
+        check_channels_last_gradients(case, workload, module, inputs)
     if channels_last:
         # torch's stubs omit `memory_format`, which Module.to accepts (documented in torch.nn.Module.to).
         module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -114,6 +117,27 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     target = to_device(make_target(case.profile, case.batch_size), case.device)
     train_step = make_train_step(case, workload, module, inputs, target)
     return PreparedCase(case, train_step, parameter_count, digest)
+
+
+# Devices where a channels_last training step is first checked against the contiguous layout: MPS computes
+# BatchNorm2d's channels_last backward wrongly on affected torch releases (pytorch/pytorch#175189, #181411).
+LAYOUT_CHECKED_DEVICES = ("mps",)
+
+
+class WrongResult(Exception):
+    """The device computes this case's step differently from the reference layout: it is failed, not timed."""
+
+
+def check_channels_last_gradients(case: Case, workload: Workload, module: torch.nn.Module, inputs: Any) -> None:
+    """Raise WrongResult unless one fp32 training step of `module` (still contiguous) gives the same gradients in
+    channels_last as in the contiguous layout, on the case's device."""
+    make_target, loss_of = workload.make_target, workload.loss
+    if make_target is None or loss_of is None:
+        raise ValueError(f"{workload.name} has no make_target or loss; it cannot train")
+    target = to_device(make_target(case.profile, case.batch_size), case.device)
+    comparison = channels_last_gradients_match(module, inputs, target, loss_of)
+    if not comparison.matches:
+        raise WrongResult(comparison.describe(case.benchmark_id))
 
 
 def make_train_step(

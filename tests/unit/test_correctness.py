@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from perfsuite.records import Case
 from perfsuite.run.correctness import channels_last_gradients_match, compare_gradients
 
 
@@ -102,3 +103,39 @@ def test_keyword_inputs_have_their_4d_tensors_put_in_channels_last():
     inputs, target = images()
     comparison = channels_last_gradients_match(model, {"sample": inputs, "scale": 2.0}, target, F.cross_entropy)
     assert (comparison.matches, comparison.worst_parameter) == (False, "body.1.weight")
+
+
+def test_a_checked_channels_last_training_case_that_agrees_is_prepared(monkeypatch):
+    from perfsuite.run import steps
+    from perfsuite.workloads import get_workload
+
+    monkeypatch.setattr(steps, "LAYOUT_CHECKED_DEVICES", ("cpu",))
+    case = Case("cpu", "fp32", "resnet18", 2, "train-channels-last", "smoke")
+    prepared = steps.prepare_case(case, get_workload("resnet18"))
+    assert math.isfinite(float(prepared.run_step()))
+
+
+def test_a_checked_channels_last_training_case_that_disagrees_is_failed_not_timed(monkeypatch):
+    from perfsuite.run import steps
+    from perfsuite.run.correctness import GradientComparison
+    from perfsuite.workloads import get_workload
+
+    monkeypatch.setattr(steps, "LAYOUT_CHECKED_DEVICES", ("cpu",))
+    monkeypatch.setattr(
+        steps, "channels_last_gradients_match", lambda *args, **kwargs: GradientComparison(False, "bn.weight", 3e6)
+    )
+    case = Case("cpu", "fp32", "resnet18", 2, "train-channels-last", "smoke")
+    with pytest.raises(steps.WrongResult, match=r"channels_last gradients differ .*bn\.weight.*so it is not timed"):
+        steps.prepare_case(case, get_workload("resnet18"))
+
+
+def test_only_mps_is_checked_by_default():
+    from perfsuite.run import steps
+
+    assert steps.LAYOUT_CHECKED_DEVICES == ("mps",)
+
+
+def test_an_entry_near_zero_may_differ_by_a_thousandth_of_the_parameters_largest_gradient():
+    reference = {"w": torch.tensor([10.0, 0.0])}
+    assert compare_gradients(reference, {"w": torch.tensor([10.0, 0.005])}).matches
+    assert not compare_gradients(reference, {"w": torch.tensor([10.0, 0.05])}).matches

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from perfsuite.run.lifetime import watch_parent
+
 ERROR_TAIL_CHARACTERS = 2000
 
 
@@ -90,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     """The process entry: `python -m perfsuite.run.worker SPEC.json OUT.jsonl`."""
     arguments = sys.argv[1:] if argv is None else argv
     spec_path, out_path = Path(arguments[0]), Path(arguments[1])
+    watch_parent()
     return measure(json.loads(spec_path.read_text(encoding="utf-8")), out_path)
 
 

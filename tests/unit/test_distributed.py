@@ -272,3 +272,37 @@ def test_train_ddp_through_pytest_records_processes_and_throughput(pytester, mon
     result.assert_outcomes(passed=1)
     extra_info = json.loads((pytester.path / "out.json").read_text())["benchmarks"][0]["extra_info"]
     assert extra_info["processes"] == 2 and extra_info["samples_per_s"] > 0
+
+
+def test_a_worker_whose_parent_is_killed_ends_itself(tmp_path):
+    # A parent starts a child that watches it (as perfsuite's workers do), then is killed; the child must follow.
+    import signal
+    import subprocess
+    import sys
+
+    marker = tmp_path / "child.pid"
+    child = tmp_path / "child.py"
+    child.write_text(
+        "import os, time\nfrom perfsuite.run.lifetime import watch_parent\nwatch_parent()\n"
+        f"open({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, {str(child)!r}])\n"
+         "time.sleep(60)\n"]
+    )
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text()):
+        assert time.monotonic() < deadline, "the child did not start"
+        time.sleep(0.1)
+    child_pid = int(marker.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(child_pid, signal.SIGKILL)
+    raise AssertionError("the child outlived its killed parent by 10 s")

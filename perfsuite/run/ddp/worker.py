@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from perfsuite.run.ddp.ranks import (
     ready_key,
     wrap_in_ddp,
 )
+from perfsuite.run.lifetime import watch_parent
 from perfsuite.workloads.sources import find_workload
 
 # A worker process: ranks 1..N-1.
@@ -45,7 +45,7 @@ def run_worker(spec: Mapping[str, Any]) -> int:
     """The life of worker rank `spec["rank"]`: build, join the group, then run a step for every "step"
     rank 0 broadcasts until "stop". An error is written to the store for rank 0 and gives exit code 1."""
     rank = int(spec["rank"])
-    threading.Thread(target=_exit_when_orphaned, args=(int(spec["parent_pid"]),), daemon=True).start()
+    watch_parent(int(spec["parent_pid"]))
     timeout = timedelta(seconds=float(spec["timeout_s"]))
     store = dist.TCPStore(HOST, int(spec["store_port"]), int(spec["world_size"]), False, timeout)
     phase = "while starting"
@@ -84,10 +84,4 @@ def run_worker(spec: Mapping[str, Any]) -> int:
         # closed connection (gloo) or from rank 0's watcher (nccl).
         os._exit(1)
 
-
-def _exit_when_orphaned(parent_pid: int) -> None:
-    while True:
-        if os.getppid() != parent_pid:
-            os._exit(1)
-        time.sleep(1.0)
 

@@ -18,7 +18,7 @@ def install(session: nox.Session, extras: str = "") -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The unit and end-to-end tests (fast, CPU), then ruff."""
+    """The unit and end-to-end tests (CPU), then ruff and mypy."""
     install(session, "[test]")
     session.run("pytest", "--benchmark-skip", *session.posargs)
     lint(session)

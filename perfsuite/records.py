@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -129,8 +130,36 @@ class Run:
         return self.flops_per_step * processes / self.median_s / 1e12
 
 
+class _TimedRun(Protocol):
+    @property
+    def median_s(self) -> float: ...
+
+
+class _HasRuns(Protocol):
+    @property
+    def runs(self) -> Sequence[_TimedRun]: ...
+
+
+class RunMedians:
+    """What a record holding runs (a measurement, a baseline's history) says of their times."""
+
+    @property
+    def run_medians_s(self: _HasRuns) -> tuple[float, ...]:
+        """Each run's median round time in seconds, in the order the runs ran."""
+        return _run_medians_s(self.runs)
+
+    @property
+    def median_s(self: _HasRuns) -> float:
+        """The median of the runs' medians, in seconds: the record's time per step."""
+        return median_s(_run_medians_s(self.runs))
+
+
+def _run_medians_s(runs: Sequence[_TimedRun]) -> tuple[float, ...]:
+    return tuple(r.median_s for r in runs)
+
+
 @dataclass(frozen=True)
-class Measurement:
+class Measurement(RunMedians):
     """A case measured in one or more fresh processes: `runs`, one per process, in the order they ran."""
 
     case: Case
@@ -142,16 +171,6 @@ class Measurement:
         strangers = [r.case.benchmark_id for r in self.runs if r.case != self.case]
         if strangers:
             raise ValueError(f"{self.case.benchmark_id}: runs of other cases mixed in: {', '.join(strangers)}")
-
-    @property
-    def run_medians_s(self) -> tuple[float, ...]:
-        """Each run's median round time in seconds."""
-        return tuple(r.median_s for r in self.runs)
-
-    @property
-    def median_s(self) -> float:
-        """The median of the runs' medians, in seconds: the measurement's time per step."""
-        return median_s(self.run_medians_s)
 
     @property
     def round_times_s(self) -> tuple[float, ...]:
@@ -183,7 +202,7 @@ class StoredRun:
 
 
 @dataclass(frozen=True)
-class BaselineEntry:
+class BaselineEntry(RunMedians):
     """A case's baseline: its history of runs, oldest first, and the facts a new measurement must share.
 
     `machine` holds the facts that identify the machine the runs came from (see `run.devices.machine_identity`);
@@ -202,16 +221,6 @@ class BaselineEntry:
     tolerance: float
     memory_tolerance: float
     runs: tuple[StoredRun, ...]
-
-    @property
-    def run_medians_s(self) -> tuple[float, ...]:
-        """Each stored run's median round time in seconds, oldest first."""
-        return tuple(r.median_s for r in self.runs)
-
-    @property
-    def median_s(self) -> float:
-        """The median of the runs' medians, in seconds."""
-        return median_s(self.run_medians_s)
 
     @property
     def memory_bytes(self) -> int | None:

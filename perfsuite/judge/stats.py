@@ -232,16 +232,17 @@ def compare_runs(
         raise ValueError(f"baseline_sessions must lie in [1, {baseline.size}] (the baseline runs), got {sessions!r}")
     ratio = float(np.median(current_medians_s) / np.median(baseline_medians_s))
     log_ratio = math.log(ratio)
-    spread = combined_spread(within_spread([np.exp(baseline).tolist()]), machine_spread, config.prior_runs)
+    spread = combined_spread(within_spread([baseline_medians_s]), machine_spread, config.prior_runs)
     counts = {"current_runs": int(current.size), "baseline_runs": int(baseline.size), "baseline_sessions": sessions}
     band_log = math.log1p(tolerance)
-    needed = processes_needed(spread, int(baseline.size), sessions, tolerance, config)
-    if spread is None or smallest_p_value(current.size, baseline.size) >= config.false_alarm_rate:
+    noise = None if spread is None else _noise_log(spread, sessions, _quantiles(spread, config))
+    needed = _processes_needed(noise, int(baseline.size), tolerance, config)
+    if spread is None or noise is None or smallest_p_value(current.size, baseline.size) >= config.false_alarm_rate:
         # Only a change beyond the factor (x2) is called, and where the spread is known, only beyond what the
         # noise explains too: with 4 busy processes beside it one ResNet18 run in three was over x2 slower.
         cut_log, margin_log = math.log(config.uncalibrated_factor), 0.0
-        if spread is not None:
-            alarm_log, noise_log = _noise_log(spread, sessions, _quantiles(spread, config))
+        if noise is not None:
+            alarm_log, noise_log = noise
             cut_log, margin_log = max(cut_log, alarm_log), noise_log - alarm_log
         outcome: TimeOutcome = (
             "regressed" if log_ratio >= cut_log else "improved" if log_ratio <= -cut_log else "uncalibrated"
@@ -253,7 +254,7 @@ def compare_runs(
             noise_slowdown=None, processes_needed=needed,
         )
     p_slower, p_faster = rank_test_p_values(current, baseline)
-    alarm_log, noise_log = _noise_log(spread, sessions, _quantiles(spread, config))
+    alarm_log, noise_log = noise
     power_log = noise_log - alarm_log
     if p_slower < config.false_alarm_rate and log_ratio > max(band_log, alarm_log):
         outcome = "regressed"
@@ -279,12 +280,20 @@ def processes_needed(
     `baseline_runs` runs, when the noise floor (which no process count lowers: a session counts as one draw)
     lies under the band; None when it does not, when the spread is unknown, or when no K up to
     MAX_SUGGESTED_PROCESSES can reach the rate (then the baseline needs more runs)."""
-    if spread is None or _noise_log(spread, baseline_sessions, _quantiles(spread, config))[1] > math.log1p(tolerance):
+    noise = None if spread is None else _noise_log(spread, baseline_sessions, _quantiles(spread, config))
+    return _processes_needed(noise, baseline_runs, tolerance, config)
+
+
+def _processes_needed(
+    noise: tuple[float, float] | None, baseline_runs: int, tolerance: float, config: DecisionConfig
+) -> int | None:
+    """`processes_needed` from the noise's (alarm, floor) log levels, None when the spread is unknown."""
+    if noise is None or noise[1] > math.log1p(tolerance):
         return None
-    for current_runs in range(1, MAX_SUGGESTED_PROCESSES + 1):
-        if smallest_p_value(current_runs, baseline_runs) < config.false_alarm_rate:
-            return current_runs
-    return None
+    # The smallest p, 1 / C(n + K, K), is symmetric in the two counts: the fewest processes against n baseline
+    # runs are the fewest baseline runs against n processes.
+    current_runs = baseline_runs_needed(baseline_runs, config.false_alarm_rate)
+    return current_runs if current_runs <= MAX_SUGGESTED_PROCESSES else None
 
 
 def compare_memory(

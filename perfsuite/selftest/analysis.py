@@ -27,7 +27,7 @@ from perfsuite.judge.stats import asv_fails, pytest_benchmark_fails, within_spre
 from perfsuite.judge.tolerances import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE
 from perfsuite.judge.verdicts import judge
 from perfsuite.records import BaselineEntry, Measurement, Run
-from perfsuite.store.baselines import machine_identity, stored_run
+from perfsuite.store.baselines import stored_run
 from perfsuite.store.runs import run_from_json
 
 # Three recordings of 3 processes, as the README recommends: 3 current runs can then reach p < 0.01.
@@ -38,11 +38,6 @@ FALSE_ALARM_TARGET = 0.01
 DETECTION_TARGET = 0.95
 # A slowdown is expected to be caught once it is at least this many times the reported floor.
 FLOOR_MARGIN = 1.5
-
-
-def machine_identity_of(fingerprint: Mapping[str, Any], device: str) -> dict[str, str]:
-    """The machine identity the gate would store for this fingerprint."""
-    return machine_identity(fingerprint, device)
 
 
 def runs_by_case(workers: Sequence[Mapping[str, Any]]) -> dict[str, dict[int, Run]]:

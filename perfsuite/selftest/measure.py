@@ -40,8 +40,9 @@ from perfsuite.records import Case
 from perfsuite.run import devices
 from perfsuite.run.profiling import cuda_kernel_times_s
 from perfsuite.run.worker import standalone_benchmark
-from perfsuite.selftest.analysis import analyse, machine_identity_of
+from perfsuite.selftest.analysis import analyse
 from perfsuite.selftest.plan import SelftestCase, SelftestPlan, accuracy_cases, plan_from_dict, worker_cases
+from perfsuite.store.baselines import machine_identity
 from perfsuite.store.runs import run_to_json
 from perfsuite.workloads import get_workload
 
@@ -262,7 +263,7 @@ def run_selftest(plan: SelftestPlan, progress: Callable[[str], None] = print) ->
     measured_s = time.monotonic() - started
     machine = probed.get("machine", {})
     progress(f"analysing {len(workers)} processes")
-    analysis = analyse(workers, machine_identity_of(machine, plan.device), plan.splits, plan.seed)
+    analysis = analyse(workers, machine_identity(machine, plan.device), plan.splits, plan.seed)
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -340,7 +341,7 @@ def _measure(
 def reanalyse(document: Mapping[str, Any]) -> dict[str, Any]:
     """The document with its analysis computed again from its workers' runs."""
     plan = plan_from_dict(document["plan"])
-    identity = machine_identity_of(document.get("machine", {}), document["device"])
+    identity = machine_identity(document.get("machine", {}), document["device"])
     return {**document, "analysis": analyse(document["workers"], identity, plan.splits, plan.seed)}
 
 

@@ -30,7 +30,6 @@ from perfsuite.selftest.analysis import (
     as_case,
     baseline_entry,
     judge_split,
-    machine_identity_of,
     rates,
     runs_by_case,
     slowed_by,
@@ -47,12 +46,12 @@ from perfsuite.selftest.plan import (
     worker_cases,
 )
 from perfsuite.selftest.report import render_report, run_label, target_rows
-from perfsuite.store.baselines import stored_run
+from perfsuite.store.baselines import machine_identity, stored_run
 from perfsuite.store.runs import run_from_json, run_to_json
 from perfsuite.workloads import get_workload
 
 SIDE = 16
-IDENTITY = machine_identity_of({"cpu_model": "Test CPU", "cpu_count": 2}, "cpu")
+IDENTITY = machine_identity({"cpu_model": "Test CPU", "cpu_count": 2}, "cpu")
 UNCHANGED_MODEL = "resnet18-infer-bs4-smoke"
 SPLITS = 20
 # Enough processes for every split: a baseline history and the most current runs, with some to spare.
@@ -751,7 +750,7 @@ def test_analyse_command_recomputes_the_analysis_from_the_raw_runs_in_place(tmp_
     path = tmp_path / "selftest-cpu.json"
     measure.write_document(stale, path)
     assert selftest("--analyse", str(path)) == 0
-    expected = analyse(workers, machine_identity_of(stale["machine"], "cpu"), 4, seed=0)
+    expected = analyse(workers, machine_identity(stale["machine"], "cpu"), 4, seed=0)
     assert json.loads(path.read_text())["analysis"] == json.loads(json.dumps(expected))
 
 

@@ -9,6 +9,8 @@ The ratio is the one the source article prints: B's time over A's time (CUDA tim
 0.71 means A runs at 71% of B's speed.
 
 Joining. Rows join on (model, mode, dtype, batch size, profile) with one result per case on each side.
+Only the profiles both sides hold are compared: a smoke run against baselines of smoke and standard cases
+meets the smoke ones, and the standard ones are left out (the side's description counts them).
 Cases measured with different model configs (`config_digest` differs) are never joined: both appear, each
 one-sided, with a note. Published figures leave some of those fields unstated (null): between two
 published sets, null joins only null, so the two sides of one article line up exactly. When exactly one
@@ -453,6 +455,7 @@ def compare_result_sets(a: ResultSet, b: ResultSet, allow_same_machine: bool = F
             raise CompareError(f"{side} ({result_set.name}) holds no cases, so there is nothing to compare")
         _check_one_result_per_case(result_set, side)
     check_distinct_sides(a, b, allow_same_machine)
+    a, b = keep_common_profiles(a, b)
     published_side = "A" if a.published and not b.published else "B" if b.published and not a.published else None
     a_cases, b_cases = _records(a.cases), _records(b.cases)
     if published_side is None:
@@ -467,6 +470,45 @@ def compare_result_sets(a: ResultSet, b: ResultSet, allow_same_machine: bool = F
     if not (frame["side"] == "both").any():
         raise CompareError(no_overlap_message(a, b, frame))
     return Comparison(a=a, b=b, rows=frame, published_side=published_side)
+
+
+def keep_common_profiles(a: ResultSet, b: ResultSet) -> tuple[ResultSet, ResultSet]:
+    """A and B narrowed to the profiles both hold; each side's description says how many cases it left out.
+
+    A profile sets the model sizes, so cases of different profiles never join: a smoke run against baselines of
+    smoke and standard cases is compared with the smoke ones alone. Cases whose profile a published source does
+    not state are kept. Raises CompareError, saying what to run, when the two sides have no profile in common.
+    """
+    profiles_a, profiles_b = _stated_values(a.cases, "profile"), _stated_values(b.cases, "profile")
+    if not profiles_a or not profiles_b:
+        return a, b
+    common = profiles_a & profiles_b
+    if not common:
+        raise CompareError(no_common_profile_message(a, b, profiles_a, profiles_b))
+    return _keep_profiles(a, common), _keep_profiles(b, common)
+
+
+def no_common_profile_message(a: ResultSet, b: ResultSet, profiles_a: set[str], profiles_b: set[str]) -> str:
+    """Why two sides cannot be compared when their profiles differ, and what to run instead."""
+    return (
+        f"no case of A ({a.name}) joins a case of B ({b.name}), so there is nothing to compare: "
+        f"no profile in common: A has {_joined(profiles_a)}, B has {_joined(profiles_b)}. A profile sets the model "
+        "sizes, so cases of different profiles never join. Run the benchmarks of one side in a profile the other "
+        f"holds (e.g. --perf-profile {min(profiles_b)}), or name a B that holds {_joined(profiles_a)} results."
+    )
+
+
+def _keep_profiles(result_set: ResultSet, profiles: set[str]) -> ResultSet:
+    profile = result_set.cases["profile"]
+    kept = profile.isna() | profile.isin(profiles)
+    left_out = sorted(str(p) for p in profile[~kept])
+    if not left_out:
+        return result_set
+    counts = ", ".join(f"{left_out.count(p)} {p}" for p in dict.fromkeys(left_out))
+    return replace(
+        result_set, cases=result_set.cases[kept].reset_index(drop=True),
+        description=f"{result_set.description} [{_joined(profiles)} profile only; {counts} case(s) left out]",
+    )
 
 
 def check_distinct_sides(a: ResultSet, b: ResultSet, allow_same_machine: bool = False) -> None:

@@ -4,7 +4,8 @@ A and B are each a baseline file or folder, a file of published figures (baselin
 JSON of a perfsuite run. With no B, B is the committed CUDA baselines (baselines/cuda/). With no A, A is
 the newest run pytest-benchmark saved under .benchmarks/ (--benchmark-save / --benchmark-autosave), or
 failing that this machine's baselines; when that set holds CPU cases and one accelerator, the accelerator
-is kept. The table goes to the terminal; markdown, CSV and a PNG chart go to the output folder.
+is kept. Only the profiles both sides hold are compared: a smoke run meets the smoke cases of the baselines.
+The table goes to the terminal; markdown, CSV and a PNG chart go to the output folder.
 Exit status: 0 when compared, 2 when the input cannot be compared (the message says why).
 """
 

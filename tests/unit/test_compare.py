@@ -42,6 +42,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "compare"
 REFERENCE = REPO / "baselines" / "reference"
 ARTICLE_MPS = REFERENCE / "article-m2-max-mps.json"
 ARTICLE_CUDA = REFERENCE / "article-rtx4060-cuda.json"
+TWO_PROFILES = FIXTURES / "baseline-cuda-standard-and-smoke.json"
 
 
 # --- small documents built in the tests (fixture data: invented figures) -----------------------------
@@ -294,10 +295,35 @@ def test_two_sets_of_one_machine_compare_when_allowed():
 
 
 def test_no_joined_case_is_rejected_naming_the_field_without_common_values():
+    a = run_set(case(mode="infer"))
+    b = baseline_set(case(mode="train"))
+    with pytest.raises(CompareError, match="no mode in common: A has infer, B has train"):
+        compare_result_sets(a, b)
+
+
+def test_sides_without_a_common_profile_are_rejected_saying_which_profile_to_run():
     a = run_set(case(profile="smoke", batch_size=4))
     b = baseline_set(case(profile="standard", batch_size=4))
-    with pytest.raises(CompareError, match="no profile in common: A has smoke, B has standard"):
+    expected = "no profile in common: A has smoke, B has standard.*--perf-profile standard"
+    with pytest.raises(CompareError, match=expected):
         compare_result_sets(a, b)
+
+
+def test_a_smoke_run_meets_only_the_smoke_cases_of_a_reference_holding_both_profiles():
+    comparison = compare_result_sets(read_result_set(FIXTURES / "run-mps-smoke.json"), read_result_set(TWO_PROFILES))
+    rows = comparison.rows[["profile", "side", "ratio_b_over_a"]].to_dict("records")
+    assert rows == [{"profile": "smoke", "side": "both", "ratio_b_over_a": pytest.approx(0.2)}]
+
+
+def test_a_standard_run_meets_only_the_standard_cases_of_a_reference_holding_both_profiles():
+    comparison = compare_result_sets(read_result_set(FIXTURES / "run-mps.json"), read_result_set(TWO_PROFILES))
+    assert comparison.rows["profile"].unique().tolist() == ["standard"]
+    assert summary_line(comparison).endswith("2 row(s) only in A, 2 only in B")
+
+
+def test_cases_of_a_profile_the_other_side_lacks_are_counted_in_the_description():
+    comparison = compare_result_sets(read_result_set(FIXTURES / "run-mps-smoke.json"), read_result_set(TWO_PROFILES))
+    assert comparison.b.description.endswith("[smoke profile only; 5 standard case(s) left out]")
 
 
 def test_no_joined_case_because_of_configs_says_so():
@@ -498,6 +524,17 @@ def test_command_defaults_to_the_newest_run_against_the_cuda_baselines(tmp_path,
     out = capsys.readouterr().out
     assert status == 0
     assert "[mps cases only]" in out and "geometric mean of B/A time over 1 joined row(s): 0.20" in out
+
+
+def test_command_defaults_compare_a_smoke_run_with_the_smoke_cases_of_the_cuda_baselines(tmp_path, capsys):
+    runs, baselines = tmp_path / ".benchmarks", tmp_path / "baselines"
+    (runs / "Linux-CPython-3.11-64bit").mkdir(parents=True)
+    shutil.copy(FIXTURES / "run-mps-smoke.json", runs / "Linux-CPython-3.11-64bit" / "0001_run.json")
+    (baselines / "cuda").mkdir(parents=True)
+    shutil.copy(TWO_PROFILES, baselines / "cuda" / "fixture-nvidia-h200.json")
+    status = main(["--runs-dir", str(runs), "--baselines-dir", str(baselines), "--output-dir", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert (status, "over 1 joined row(s): 0.20" in out, "0 row(s) only in A, 0 only in B" in out) == (0, True, True)
 
 
 def test_command_without_cuda_baselines_asks_for_b(tmp_path, capsys):

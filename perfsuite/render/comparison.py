@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from perfsuite.analyse.compare import KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
+from perfsuite.render.units import format_percent, format_time_ratio
 
 NOT_STATED = "?"
 ABSENT = "-"
@@ -31,7 +32,7 @@ def summary_line(comparison: Comparison) -> str:
     joined = int((rows["side"] == "both").sum())
     mean = geometric_mean_ratio(rows)
     only_a, only_b = int((rows["side"] == "A only").sum()), int((rows["side"] == "B only").sum())
-    speed = f"{mean:.2f} (A runs at {mean:.0%} of B's speed)" if mean is not None else "none"
+    speed = "none" if mean is None else f"{format_time_ratio(mean)} (A runs at {format_percent(mean)} of B's speed)"
     return (
         f"geometric mean of B/A time over {joined} joined row(s): {speed}; "
         f"{only_a} row(s) only in A, {only_b} only in B"
@@ -48,7 +49,8 @@ def short_label(result_set: ResultSet) -> str:
 
 
 def display_table(comparison: Comparison) -> pd.DataFrame:
-    """The comparison as text cells for people: times in ms, ratio to 2 decimals, memory in MiB.
+    """The comparison as text cells for people: times in ms, ratio to 2 decimals (2 figures below 0.1), memory
+    in MiB.
 
     Device columns appear only when a side holds more than one device (otherwise the header names it).
     """
@@ -67,7 +69,7 @@ def display_table(comparison: Comparison) -> pd.DataFrame:
         table["B device"] = rows["device_b"].map(_text_cell)
     table["A ms"] = rows["time_a_s"].map(lambda t: _figure(t * 1e3 if _known(t) else None))
     table["B ms"] = rows["time_b_s"].map(lambda t: _figure(t * 1e3 if _known(t) else None))
-    table["B/A"] = rows["ratio_b_over_a"].map(lambda r: f"{r:.2f}" if _known(r) else ABSENT)
+    table["B/A"] = rows["ratio_b_over_a"].map(lambda r: format_time_ratio(r) if _known(r) else ABSENT)
     table["A samples/s"] = rows["samples_per_s_a"].map(_figure)
     table["B samples/s"] = rows["samples_per_s_b"].map(_figure)
     table["A MiB"] = rows["memory_a_bytes"].map(lambda m: _figure(m / 2**20 if _known(m) else None))
@@ -78,7 +80,7 @@ def display_table(comparison: Comparison) -> pd.DataFrame:
 
 def legend_lines(comparison: Comparison) -> list[str]:
     """What the columns mean for this comparison: the ratio, unstated fields and the memory figures."""
-    lines = ["B/A = B's time / A's time per batch (the article's CUDA time / MPS time): below 1, A is slower."]
+    lines = [ratio_legend(comparison.a, comparison.b)]
     if comparison.published_side is not None:
         lines.append(
             f"{comparison.published_side} holds published figures, not measurements: each joins the cases of its "
@@ -94,6 +96,22 @@ def legend_lines(comparison: Comparison) -> list[str]:
             line += " (different figures: compare memory with care)"
         lines.append(line + ".")
     return lines
+
+
+def ratio_legend(a: ResultSet, b: ResultSet) -> str:
+    """What B/A means, worded from the devices and machines of the two sides, e.g. `B/A = B's time / A's time
+    per batch (cuda time on nvidia-h200 / cpu time on shared-2core-vm): below 1, A is slower.`"""
+    article = "; the source article's CUDA time / MPS time" if (a.devices, b.devices) == (("mps",), ("cuda",)) else ""
+    return (
+        f"B/A = B's time / A's time per batch ({_time_words(b)} / {_time_words(a)}{article}): below 1, A is slower."
+    )
+
+
+def _time_words(result_set: ResultSet) -> str:
+    devices = ", ".join(result_set.devices) or "unknown device"
+    machines = ", ".join(result_set.machines) or "an unnamed machine"
+    published = "published " if result_set.published else ""
+    return f"{published}{devices} time on {machines}"
 
 
 def render_terminal(comparison: Comparison) -> str:
@@ -163,7 +181,7 @@ def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
         part = data[data["dtype"] == dtype].set_index("model").reindex(models)
         positions = np.arange(len(models)) + (index - (len(dtypes) - 1) / 2) * width
         bars = axes.bar(positions, part["ratio_b_over_a"].fillna(0.0), width, label=dtype)
-        labels = [f"{r:.2f}" if not math.isnan(r) else "" for r in part["ratio_b_over_a"]]
+        labels = [format_time_ratio(r) if not math.isnan(r) else "" for r in part["ratio_b_over_a"]]
         axes.bar_label(bars, labels=labels, fontsize=8)
     axes.axhline(1.0, color="grey", linewidth=1, linestyle="--")
     axes.set_xticks(np.arange(len(models)), models)

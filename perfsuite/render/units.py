@@ -35,6 +35,24 @@ def format_ratio(ratio: float | None) -> str:
     return f"x{ratio:.3f}" if abs(ratio) >= 0.01 else f"x{ratio:.3g}"
 
 
+def format_time_ratio(ratio: float | None) -> str:
+    """A ratio of two times for people: two decimals as the source article prints them (`0.71`, `1.40`), two
+    significant figures below 0.1 so that a small ratio never reads 0.00 (`0.031`, `0.0031`, `3.1e-05`); `-`
+    for None."""
+    if ratio is None or not math.isfinite(ratio):
+        return "-"
+    return f"{ratio:.2f}" if abs(ratio) >= 0.1 else f"{ratio:.2g}"
+
+
+def format_percent(fraction: float | None) -> str:
+    """A fraction as a percentage for people: whole percents from 1% up (`23%`, `140%`), two significant figures
+    below (`0.31%`), so that a small share never reads 0%; `-` for None."""
+    if fraction is None or not math.isfinite(fraction):
+        return "-"
+    percent = fraction * 100
+    return f"{percent:.0f}%" if abs(percent) >= 1 else f"{percent:.2g}%"
+
+
 def three_figures(value: float) -> str:
     """`value` at three significant figures; whole numbers from 100 up without an exponent."""
     # `.3g` would write 1500 as 1.5e+03.

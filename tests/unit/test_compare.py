@@ -29,12 +29,14 @@ from perfsuite.records import BaselineEntry, Case
 from perfsuite.render.comparison import (
     PlottingUnavailable,
     display_table,
+    legend_lines,
     plot_ratio_chart,
     ratio_chart_data,
     render_csv,
     render_markdown,
     summary_line,
 )
+from perfsuite.render.units import format_time_ratio
 from perfsuite.store.baselines import record_runs, stored_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -439,6 +441,33 @@ def test_table_shows_times_in_milliseconds_to_three_figures(fixture_comparison):
 def test_table_marks_unstated_fields_with_a_question_mark():
     comparison = compare_result_sets(read_result_set(ARTICLE_MPS), read_result_set(ARTICLE_CUDA))
     assert display_table(comparison)["batch"].unique().tolist() == ["?"]
+
+
+def test_ratio_below_a_hundredth_keeps_two_significant_figures():
+    comparison = compare_result_sets(run_set(case(time_s=1.0), device="cpu"), baseline_set(case(time_s=0.0031)))
+    assert display_table(comparison)["B/A"].tolist() == ["0.0031"]
+    assert summary_line(comparison).startswith(
+        "geometric mean of B/A time over 1 joined row(s): 0.0031 (A runs at 0.31% of B's speed)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("ratio", "text"),
+    [(0.7073, "0.71"), (1.4, "1.40"), (0.031, "0.031"), (0.00312, "0.0031"), (3.1e-5, "3.1e-05"), (None, "-")],
+)
+def test_time_ratio_has_two_decimals_and_two_significant_figures_below_a_tenth(ratio, text):
+    assert format_time_ratio(ratio) == text
+
+
+def test_legend_words_the_ratio_from_the_devices_compared():
+    comparison = compare_result_sets(run_set(case(time_s=1.0), device="cpu", machine="vm"), baseline_set(case()))
+    legend = legend_lines(comparison)[0]
+    assert legend.startswith("B/A = B's time / A's time per batch (cuda time on fixture-h200 / cpu time on vm)")
+    assert "MPS" not in legend
+
+
+def test_legend_of_mps_against_cuda_recalls_the_articles_ratio(fixture_comparison):
+    assert "; the source article's CUDA time / MPS time)" in legend_lines(fixture_comparison)[0]
 
 
 def test_csv_keeps_seconds(fixture_comparison):

@@ -77,7 +77,12 @@ def enable_checkpointing(module: torch.nn.Module) -> None:
     """Non-reentrant gradient checkpointing of every encoder layer (transformers' switch), on a `build` module."""
     if not isinstance(module, BertLogits):
         raise TypeError(f"bert-base checkpointing needs the module `build` returns, got {type(module).__name__}")
-    module.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = module.model
+    # transformers 5 renamed the switch (the old name warns that it goes in v6); 4.x has only the old name.
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 WORKLOADS = (

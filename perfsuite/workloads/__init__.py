@@ -86,7 +86,8 @@ _REGISTRY: dict[str, Workload] = {}
 
 
 def register_workload(workload: Workload) -> Workload:
-    """Add `workload` to the matrix; a second workload with the same name is an error."""
+    """Add `workload` to the matrix; a second workload with the same name, a built-in one included, is an error."""
+    _load_builtin_workloads()  # so that a user's model cannot take a built-in model's name unnoticed
     if workload.name in _REGISTRY and _REGISTRY[workload.name] is not workload:
         raise ValueError(
             f"a workload named {workload.name!r} is already registered; pick another name "
@@ -99,9 +100,27 @@ def register_workload(workload: Workload) -> Workload:
 
 
 def registered_workloads() -> dict[str, Workload]:
-    """Every registered workload by name, the built-in ones first."""
+    """Every registered workload by name: the built-in ones first, then the others (a project's conftest.py, an
+    installed package's entry point in the group `perfsuite.workloads`) in the order they were registered."""
     _load_builtin_workloads()
+    _load_installed_workloads()
     return dict(_REGISTRY)
+
+
+def builtin_workloads() -> dict[str, Workload]:
+    """The models perfsuite ships, by name, in the source article's order: ResNet18, BERT-base, the SD 1.5 parts."""
+    # Imported here so that `import perfsuite` stays cheap; these modules import transformers lazily too.
+    from perfsuite.workloads import bert, resnet, stable_diffusion
+
+    return {workload.name: workload for module in (resnet, bert, stable_diffusion) for workload in module.WORKLOADS}
+
+
+def default_model_names(workloads: Mapping[str, Workload]) -> list[str]:
+    """The models a session measures when none are named: the user's own (any not built in) when there are some,
+    else every one of `workloads`. The built-in ones join a user's matrix only when named, or with `all`."""
+    builtin = builtin_workloads()
+    users = [name for name in workloads if name not in builtin]
+    return users or list(workloads)
 
 
 def get_workload(name: str) -> Workload:
@@ -113,6 +132,7 @@ def get_workload(name: str) -> Workload:
 
 
 _builtins_loaded = False
+_installed_loaded = False
 
 
 def _load_builtin_workloads() -> None:
@@ -120,15 +140,15 @@ def _load_builtin_workloads() -> None:
     if _builtins_loaded:
         return
     _builtins_loaded = True
-    # Imported here so that `import perfsuite` stays cheap; these modules import transformers lazily too.
-    from perfsuite.workloads import bert, resnet, stable_diffusion
+    for name, workload in builtin_workloads().items():
+        _REGISTRY.setdefault(name, workload)
 
-    for module in (resnet, bert, stable_diffusion):
-        for workload in module.WORKLOADS:
-            _REGISTRY.setdefault(workload.name, workload)
-    # Keep the built-in models first, in the article's order, ahead of user models registered earlier.
-    builtin_names = [w.name for m in (resnet, bert, stable_diffusion) for w in m.WORKLOADS]
-    ordered = {name: _REGISTRY[name] for name in builtin_names}
-    ordered.update({k: v for k, v in _REGISTRY.items() if k not in ordered})
-    _REGISTRY.clear()
-    _REGISTRY.update(ordered)
+
+def _load_installed_workloads() -> None:
+    global _installed_loaded
+    if _installed_loaded:
+        return
+    _installed_loaded = True
+    from perfsuite.workloads.user import load_installed_workloads
+
+    load_installed_workloads()

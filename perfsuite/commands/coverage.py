@@ -23,7 +23,8 @@ MODES = ("infer", "train")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `perfsuite coverage`."""
     parser.add_argument("--model", action="append", metavar="NAME",
-                        help="model to check (repeat, or comma-separate); 'all' (default) checks every registered one")
+                        help="model to check (repeat, or comma-separate); 'all' checks every registered one; default: "
+                        "the project's own models when it registers some, else the built-in ones")
     parser.add_argument("--profile", default="smoke", choices=("smoke", "standard", "full"),
                         help="size of the traced models; smoke (default) has the same architecture and ops")
     parser.add_argument("--mode", default="all", choices=("all", *MODES), help="which modes to trace (default all)")
@@ -32,12 +33,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"reviewed allowed fallbacks (default {DEFAULT_ALLOWLIST}, if present)")
     parser.add_argument("--runtime", action="store_true",
                         help="also run each model on MPS and report what fell back (on a Mac; skipped elsewhere)")
+    parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"),
+                        help="the project whose conftest.py files register its models, as pytest loads them (its "
+                        "folder is the root; default ./pyproject.toml)")
 
 
-def selected_models(requested: list[str] | None, registered: list[str]) -> list[str]:
-    """The model names `--model` selects, in registry order for 'all'; a ValueError names unknown ones."""
-    names = [name.strip() for value in (requested or ["all"]) for name in value.split(",") if name.strip()]
-    if not names or "all" in names:
+def selected_models(requested: list[str] | None, registered: list[str], defaults: list[str]) -> list[str]:
+    """The model names `--model` selects: `defaults` when none is named, every registered one in registry order for
+    'all'; a ValueError names unknown ones."""
+    names = [name.strip() for value in (requested or []) for name in value.split(",") if name.strip()]
+    if not names:
+        return list(defaults)
+    if "all" in names:
         return list(registered)
     unknown = [name for name in names if name not in registered]
     if unknown:
@@ -48,13 +55,15 @@ def selected_models(requested: list[str] | None, registered: list[str]) -> list[
 def run(args: argparse.Namespace) -> int:
     """Trace, assess and report the selected models; the exit status as documented above."""
     from perfsuite.coverage.check import runtime_check, static_check
-    from perfsuite.workloads import registered_workloads
+    from perfsuite.workloads import default_model_names, registered_workloads
+    from perfsuite.workloads.user import load_project_workloads
 
-    workloads = registered_workloads()
     try:
-        models = selected_models(args.model, list(workloads))
+        load_project_workloads(args.pyproject)
+        workloads = registered_workloads()
+        models = selected_models(args.model, list(workloads), default_model_names(workloads))
         allowlist = load_allowlist(args.allowlist or DEFAULT_ALLOWLIST, required=args.allowlist is not None)
-    except (ValueError, AllowlistError) as error:
+    except (ValueError, AllowlistError) as error:  # UsageError, from a bad conftest.py or entry point, included
         print(f"perfsuite coverage: {error}", file=sys.stderr)
         return 2
     modes = MODES if args.mode == "all" else (args.mode,)

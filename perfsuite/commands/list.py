@@ -1,6 +1,8 @@
 """`perfsuite list`: the case matrix the options select, one case a line, with the reason where one is skipped.
 
-It reads the same settings as pytest (`--device` here over `[tool.perfsuite]` in ./pyproject.toml over defaults).
+It reads the same settings as pytest (`--device` here over `[tool.perfsuite]` in ./pyproject.toml over defaults) and
+knows the same models: the project's conftest.py files are imported as pytest imports them, from the folder of
+pyproject.toml.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The matrix options, named as pytest's `--perf-*` options without the prefix."""
     for key in MATRIX_KEYS:
         parser.add_argument(f"--{key}", help=f"as pytest's --perf-{key}")
-    parser.add_argument("--pyproject", default="pyproject.toml", help="where [tool.perfsuite] is read from")
+    parser.add_argument("--pyproject", default="pyproject.toml",
+                        help="where [tool.perfsuite] is read from; the conftest.py files that register the project's "
+                        "models are loaded from its folder as pytest loads them")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     from perfsuite.run.runner import case_skip_reason
     from perfsuite.settings import load_settings
     from perfsuite.workloads import registered_workloads
+    from perfsuite.workloads.user import load_project_workloads
 
+    load_project_workloads(Path(args.pyproject))
     cli = RawSettings(**{key.replace("-", "_"): getattr(args, key.replace("-", "_")) for key in MATRIX_KEYS})
     workloads = registered_workloads()
     chosen = load_settings(

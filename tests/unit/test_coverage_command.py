@@ -3,11 +3,14 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import perfsuite.workloads as workloads_module
 from perfsuite.commands.coverage import main, selected_models
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "user_model"
 
 
 @pytest.fixture
@@ -17,17 +20,29 @@ def planted_registry(monkeypatch, planted_fallback):
     monkeypatch.setattr(workloads_module, "_REGISTRY", registry)
 
 
+@pytest.fixture
+def user_project(pytester, monkeypatch):
+    """examples/user_model as the current folder; the models it registers leave with the test."""
+    monkeypatch.setattr(workloads_module, "_REGISTRY", dict(workloads_module.registered_workloads()))
+    pytester.makeconftest((EXAMPLE / "conftest.py").read_text())
+    return pytester
+
+
 def test_all_selects_every_registered_model_in_order():
-    assert selected_models(["all"], ["a", "b"]) == ["a", "b"]
+    assert selected_models(["all"], ["a", "b"], ["b"]) == ["a", "b"]
+
+
+def test_without_a_model_named_the_default_ones_are_selected():
+    assert selected_models(None, ["a", "b"], ["b"]) == ["b"]
 
 
 def test_models_may_be_repeated_or_comma_separated():
-    assert selected_models(["b,a", "b"], ["a", "b"]) == ["b", "a"]
+    assert selected_models(["b,a", "b"], ["a", "b"], ["a"]) == ["b", "a"]
 
 
 def test_an_unknown_model_is_named_with_the_valid_ones():
     with pytest.raises(ValueError, match="unknown model\\(s\\) nope; registered: a, b"):
-        selected_models(["nope"], ["a", "b"])
+        selected_models(["nope"], ["a", "b"], ["a"])
 
 
 def test_an_unknown_model_exits_2(capsys):
@@ -67,6 +82,25 @@ def test_an_allowlisted_fallback_exits_0(capsys, tmp_path):
 def test_markdown_shows_the_suggestion_of_a_known_fallback(capsys):
     main(["--model", "planted-fallback", "--format", "md"])
     assert "suggestion: comes from nn.Embedding(max_norm=...)" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("user_project")
+def test_a_model_the_projects_conftest_registers_is_checked(capsys):
+    assert main(["--model", "tiny-mlp", "--mode", "infer", "--format", "json"]) == 0
+    assert [model["model"] for model in json.loads(capsys.readouterr().out)["models"]] == ["tiny-mlp"]
+
+
+@pytest.mark.usefixtures("user_project")
+def test_in_a_users_project_only_its_own_models_are_checked_by_default(capsys):
+    assert main(["--mode", "infer", "--format", "json"]) == 0
+    assert [model["model"] for model in json.loads(capsys.readouterr().out)["models"]] == ["tiny-mlp"]
+
+
+def test_a_conftest_that_fails_to_import_exits_2_naming_it(pytester, monkeypatch, capsys):
+    monkeypatch.setattr(workloads_module, "_REGISTRY", dict(workloads_module.registered_workloads()))
+    conftest = pytester.makeconftest("raise RuntimeError('broken')\n")
+    assert main(["--model", "resnet18"]) == 2
+    assert f"{conftest.resolve()}:1: cannot import this conftest.py" in capsys.readouterr().err
 
 
 def test_python_dash_m_runs_the_command():

@@ -45,10 +45,6 @@ def fresh_registry(monkeypatch):
 # --- which models a session measures by default -----------------------------------------------------------------
 
 
-def test_the_built_in_models_are_declared_in_the_articles_order():
-    assert list(builtin_workloads()) == BUILTIN
-
-
 def test_a_users_own_models_are_the_default_when_any_is_registered():
     registered = {**builtin_workloads(), "tiny-mlp": tiny("tiny-mlp"), "my-unet": tiny("my-unet")}
     assert default_model_names(registered) == ["tiny-mlp", "my-unet"]

@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perf-batch-size", help="comma-separated batch sizes (default: the profile's per model)")
     group.addoption("--perf-mode", help="comma-separated train,infer (default: both where the model has them)")
     group.addoption("--perf-profile", help="smoke | standard | full (default: standard)")
+    group.addoption("--perf-compile", help="comma-separated eager,inductor,reduce-overhead,cuda-graph: the step as "
+                    "written, through torch.compile, through torch.compile's CUDA-graph mode, or replayed as a "
+                    "captured CUDA graph (default: eager)")
     group.addoption("--perf-warmup", help=f"untimed warm-up steps per case (default: "
                     f"{settings_module.DEFAULT_WARMUP_STEPS})")
     group.addoption("--perf-processes", help="measure every case in K fresh processes, interleaved across cases "
@@ -142,11 +145,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     from perfsuite.run.runner import case_skip_reason
 
-    facts = devices.device_facts()
+    cases = metafunc.config.stash[_MATRIX_KEY]
+    facts = devices.device_facts(compiling=any(case.compile != "eager" for case in cases))
     ddp_processes = session_settings(metafunc.config).ddp_processes
     skips = metafunc.config.stash.setdefault(_SKIPS_KEY, {})
     params = []
-    for case in metafunc.config.stash[_MATRIX_KEY]:
+    for case in cases:
         reason = case_skip_reason(case, facts, ddp_processes)
         marks = [pytest.mark.perf]
         if reason:
@@ -163,7 +167,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     options = chosen.matrix
     return [
         f"perfsuite: profile={options.profile} device={','.join(options.devices)} dtype={','.join(options.dtypes)} "
-        f"model={','.join(options.models) if options.models else 'all'} processes={chosen.processes}"
+        f"model={','.join(options.models) if options.models else 'all'} compile={','.join(options.compile_modes)} "
+        f"processes={chosen.processes}"
     ]
 
 
@@ -249,7 +254,8 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
     A regression fails the test. A case that runs out of device memory is skipped as such, and so are the
     larger batch sizes of its sweep; the session goes on with the next case.
     """
-    from perfsuite.run.runner import CaseOutOfMemory, NonFiniteLoss, run_case
+    from perfsuite.run.compiled import CaptureImpossible, WrongCompiledResult
+    from perfsuite.run.runner import CaseOutOfMemory, CompiledDuringRounds, NonFiniteLoss, run_case
 
     chosen = session_settings(request.config)
     out_of_memory = request.config.stash.setdefault(_OUT_OF_MEMORY_KEY, {})
@@ -266,6 +272,8 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
                     raise RuntimeError(f"{case.benchmark_id}: {outcome.errors[0]}")
                 if outcome.out_of_memory:
                     raise CaseOutOfMemory(outcome.out_of_memory)
+                if outcome.skipped:
+                    pytest.skip(outcome.skipped)
                 runs: list[Run] = outcome.runs
                 measurement = Measurement(case, tuple(runs)) if runs else None
                 if measurement is not None:
@@ -276,7 +284,9 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
         except CaseOutOfMemory as error:
             out_of_memory[sweep_key(case)] = case.batch_size
             pytest.skip(str(error))
-        except NonFiniteLoss as error:
+        except CaptureImpossible as error:
+            pytest.skip(f"{case.benchmark_id}: {error}")
+        except (NonFiniteLoss, WrongCompiledResult, CompiledDuringRounds) as error:
             gate.errors[case.benchmark_id] = str(error)
             pytest.fail(str(error), pytrace=False)
         except Exception as error:

@@ -1,7 +1,7 @@
 """Records: what was measured and what came of it, as plain immutable data.
 
-- `Case` says *what* is measured (device, dtype, model, batch size, mode, profile): the identity of a
-  benchmark, declared here once and held by every other record.
+- `Case` says *what* is measured (device, dtype, model, batch size, mode, profile, compile mode): the identity
+  of a benchmark, declared here once and held by every other record.
 - `Run` is one process's timed run of a case: every round in seconds and the figures measured beside them.
 - `Measurement` is a case measured in one or more processes: its runs.
 - `StoredRun` is what a baseline keeps of a run, and `BaselineEntry` a case's history of stored runs with
@@ -27,7 +27,8 @@ MEMORY_FIGURES = ("cuda_max_allocated_bytes", "mps_driver_allocated_bytes", "cpu
 
 @dataclass(frozen=True)
 class Case:
-    """One benchmark: a model run in one mode, at one batch size and dtype, on one device, at one profile."""
+    """One benchmark: a model run in one mode, at one batch size and dtype, on one device, at one profile, eager
+    or compiled (`compile`: eager, inductor, reduce-overhead or cuda-graph)."""
 
     device: str
     dtype: str
@@ -35,12 +36,15 @@ class Case:
     batch_size: int
     mode: str
     profile: str
+    compile: str = "eager"
 
     @property
     def benchmark_id(self) -> str:
-        """The readable id, e.g. `mps-bf16-resnet18-bs64-train`; non-standard profiles add a suffix."""
-        suffix = "" if self.profile == "standard" else f"-{self.profile}"
-        return f"{self.device}-{self.dtype}-{self.model}-bs{self.batch_size}-{self.mode}{suffix}"
+        """The readable id, e.g. `mps-bf16-resnet18-bs64-train`; a compile mode other than eager and a
+        non-standard profile add suffixes (`cuda-bf16-resnet18-bs32-infer-inductor-smoke`)."""
+        compiled = "" if self.compile == "eager" else f"-{self.compile}"
+        profile = "" if self.profile == "standard" else f"-{self.profile}"
+        return f"{self.device}-{self.dtype}-{self.model}-bs{self.batch_size}-{self.mode}{compiled}{profile}"
 
 
 def check_round_times(round_times_s: Sequence[float] | np.ndarray, where: str) -> None:

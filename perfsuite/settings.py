@@ -15,7 +15,16 @@ from typing import Any, TypeVar
 
 from perfsuite.errors import UsageError
 from perfsuite.judge.tolerances import parse_tolerance, parse_tolerance_table
-from perfsuite.matrix.axes import ALL_MODES, DEFAULT_DTYPES, DEVICES, DTYPES, MODES, PROFILES
+from perfsuite.matrix.axes import (
+    ALL_MODES,
+    COMPILE_MODES,
+    DEFAULT_COMPILE_MODES,
+    DEFAULT_DTYPES,
+    DEVICES,
+    DTYPES,
+    MODES,
+    PROFILES,
+)
 from perfsuite.matrix.cases import MatrixOptions, parse_batch_sizes, parse_names
 
 if sys.version_info >= (3, 11):
@@ -43,6 +52,7 @@ class RawSettings:
     batch_size: Any = None
     mode: Any = None
     profile: Any = None
+    compile: Any = None
     warmup: Any = None
     processes: Any = None
     threads: Any = None
@@ -153,6 +163,10 @@ def validate_settings(
         batch_sizes=parse_batch_sizes(raw.batch_size, where("batch_size")) if raw.batch_size is not None else None,
         modes=parse_names(raw.mode, ALL_MODES, where("mode")) if raw.mode is not None else MODES,
         profile=_one_name(raw.profile, PROFILES, where("profile")) if raw.profile is not None else "standard",
+        compile_modes=(
+            parse_names(raw.compile, COMPILE_MODES, where("compile")) if raw.compile is not None
+            else DEFAULT_COMPILE_MODES
+        ),
     )
     return Settings(
         matrix=matrix,

@@ -10,6 +10,12 @@ MODES = ("train", "infer")
 # Variants of the two modes, selected with --perf-mode; each needs something of the workload (Workload.modes).
 VARIANT_MODES = ("train-checkpoint", "train-channels-last", "infer-channels-last", "train-ddp")
 ALL_MODES = MODES + VARIANT_MODES
+# How the step runs: as written (eager), through torch.compile with the default inductor backend, through
+# torch.compile's CUDA-graph mode (`mode="reduce-overhead"`), or as a plain torch.cuda.CUDAGraph replay of the step.
+COMPILE_MODES = ("eager", "inductor", "reduce-overhead", "cuda-graph")
+DEFAULT_COMPILE_MODES = ("eager",)
+# The modes a compiled or graph-replayed step is measured in; the other variants stay eager.
+COMPILABLE_MODES = ("train", "infer", "train-channels-last", "infer-channels-last")
 
 
 def base_mode(mode: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfsuite.errors import UsageError
-from perfsuite.matrix.axes import DEFAULT_DTYPES, MODES, PROFILES
+from perfsuite.matrix.axes import COMPILABLE_MODES, DEFAULT_COMPILE_MODES, DEFAULT_DTYPES, MODES, PROFILES
 from perfsuite.records import Case
 
 if TYPE_CHECKING:
@@ -24,6 +24,10 @@ class DeviceFacts:
     unavailable_reasons: Mapping[str, str]
     torch_version: tuple[int, int]
     macos_version: tuple[int, int] | None = None
+    # Why torch.compile cannot run here at all (e.g. this Python is not supported by Dynamo), and the C++
+    # compiler inductor would use on the CPU (None: none found).
+    compile_unsupported_reason: str | None = None
+    cpp_compiler: str | None = "c++"
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class MatrixOptions:
     batch_sizes: Sequence[int] | None = None
     modes: Sequence[str] = MODES
     profile: str = "standard"
+    compile_modes: Sequence[str] = DEFAULT_COMPILE_MODES
 
 
 def parse_names(raw: object, valid: Sequence[str], option: str) -> list[str]:
@@ -78,7 +83,8 @@ def parse_batch_sizes(raw: object, option: str = "--perf-batch-size") -> list[in
 
 
 def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> list[Case]:
-    """Every case the options select, in a stable order (model, mode, dtype, batch size, device)."""
+    """Every case the options select, in a stable order (model, mode, dtype, batch size, compile mode, device).
+    Compile modes other than eager apply to the plain modes and the channels_last variants only."""
     if options.profile not in PROFILES:
         raise UsageError(f"--perf-profile: unknown value {options.profile}; valid: {', '.join(PROFILES)}")
     model_names = list(options.models) if options.models else list(workloads)
@@ -89,8 +95,11 @@ def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> l
         for mode in (m for m in options.modes if m in workload.modes):
             for dtype in options.dtypes:
                 for batch_size in batch_sizes:
-                    for device in options.devices:
-                        cases.append(Case(device, dtype, model, batch_size, mode, options.profile))
+                    for compile_mode in options.compile_modes:
+                        if compile_mode != "eager" and mode not in COMPILABLE_MODES:
+                            continue
+                        for device in options.devices:
+                            cases.append(Case(device, dtype, model, batch_size, mode, options.profile, compile_mode))
     return cases
 
 
@@ -100,6 +109,10 @@ def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
 
     if case.device in facts.unavailable_reasons:
         return f"{case.device} unavailable: {facts.unavailable_reasons[case.device]}"
+    if case.compile != "eager":
+        reason = compile_skip_reason(case, facts)
+        if reason:
+            return reason
     if case.device != "mps":
         return None
     torch_version = facts.torch_version
@@ -146,10 +159,42 @@ def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
     return None
 
 
-def sweep_key(case: Case) -> tuple[str, str, str, str, str]:
+def compile_skip_reason(case: Case, facts: DeviceFacts) -> str | None:
+    """Why `case`'s compiled or graph-replayed step cannot run here, or None."""
+    from perfsuite.matrix import mps_support as mps
+
+    if facts.compile_unsupported_reason:
+        return f"torch.compile is unavailable here: {facts.compile_unsupported_reason}"
+    if case.model in HOST_LOOP_MODELS:
+        return (
+            f"{case.model} runs a host-side loop (scheduler steps, three models in turn); only its parts are "
+            "compiled or captured, so the whole pipeline is measured eager"
+        )
+    if case.compile in CUDA_GRAPH_COMPILE_MODES and case.device != "cuda":
+        return f"{case.compile} replays CUDA graphs, which exist only on CUDA"
+    training = case.mode.split("-")[0] == "train"
+    if case.compile == "cuda-graph" and training and case.dtype == "fp16":
+        return (
+            "GradScaler checks its scaled gradients for inf/NaN on the host every step (a host sync), which a "
+            "CUDA graph cannot capture"
+        )
+    if case.device == "cpu" and facts.cpp_compiler is None:
+        return (
+            "torch.compile's inductor backend needs a C++ compiler on the CPU: none found (install g++ or clang, "
+            "or set CXX)"
+        )
+    if case.device == "mps" and not mps.is_at_least(facts.torch_version, mps.MIN_TORCH_FOR_MPS_INDUCTOR):
+        return (
+            f"torch.compile's inductor backend for MPS arrived in torch {mps.dotted(mps.MIN_TORCH_FOR_MPS_INDUCTOR)} "
+            f"(installed {_version(facts.torch_version)})"
+        )
+    return None
+
+
+def sweep_key(case: Case) -> tuple[str, str, str, str, str, str]:
     """The cases that differ only in batch size share a sweep: a batch size that ran out of memory
     ends the sweep for the larger ones."""
-    return case.device, case.dtype, case.model, case.mode, case.profile
+    return case.device, case.dtype, case.model, case.mode, case.profile, case.compile
 
 
 def sweep_skip_reason(case: Case, out_of_memory_batch_sizes: Mapping[tuple, int]) -> str | None:
@@ -172,5 +217,9 @@ def _version(version: tuple[int, int]) -> str:
 
 # Trainable models whose step runs nn.Conv2d (checked against the modules in tests/unit/test_cases.py).
 CONVOLUTIONAL_MODELS = ("resnet18", "sd15-unet")
+# Workloads whose step is a pipeline with a host-side loop rather than one module call.
+HOST_LOOP_MODELS = ("sd15-text2img",)
+# Compile modes that replay CUDA graphs.
+CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "cuda-graph")
 # Models with nn.BatchNorm2d layers (sd15-unet normalises with GroupNorm, which MPS handles in channels_last).
 BATCHNORM_MODELS = ("resnet18",)

@@ -18,6 +18,8 @@ Where the figures come from:
   fixes #181411, #188371). torch 2.13.0, the newest release checked, still marks BatchNorm2d's channels_last
   training test as an expected failure on MPS (common_modules.py, pointing at #134580), so it is unfixed there;
   no release with the fix could be verified, so every release up to 2.13 counts as affected.
+- torch.compile's inductor backend for MPS (MPSInductor) shipped in torch 2.8.0 (its release notes, "MPS:
+  `MPSInductor`: `torch.compile` for Apple GPUs", pytorch/pytorch#150121); 2.7 had it as a prototype.
 - Convolution backward in fp16 can abort the process on MPS ("destination datatype must be fp32",
   pytorch/pytorch#119108): torch 2.13.0's common_mps.py still lists conv1d/2d/3d fp16 in SKIPLIST_GRAD.
 """
@@ -36,6 +38,7 @@ MIN_TORCH_FOR_MPS_FP16_AUTOCAST: Release = (2, 5)
 MIN_TORCH_FOR_MPS_BF16_AUTOCAST: Release = (2, 6)
 MIN_MACOS_FOR_MPS_BF16: Release = (14, 0)
 MIN_TORCH_FOR_MPS_GRAD_SCALER: Release = (2, 8)
+MIN_TORCH_FOR_MPS_INDUCTOR: Release = (2, 8)
 # The newest torch release whose macOS wheel was read for the facts above.
 NEWEST_TORCH_CHECKED: Release = (2, 13)
 LAST_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_BUG: Release = NEWEST_TORCH_CHECKED

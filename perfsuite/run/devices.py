@@ -10,6 +10,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -65,11 +66,33 @@ def device_count(device: str) -> int:
     return 1
 
 
-def device_facts() -> DeviceFacts:
-    """This machine's facts for the skip decisions of the case matrix."""
+def device_facts(compiling: bool = False) -> DeviceFacts:
+    """This machine's facts for the skip decisions of the case matrix; `compiling` (some case is compiled) also
+    asks whether torch.compile can run here, which imports torch._dynamo (about 1.5 s)."""
     unavailable = {d: a.reason for d in DEVICES if not (a := availability(d)).available}
     macos = parse_version(platform.mac_ver()[0]) if _on_macos() else None
-    return DeviceFacts(unavailable, parse_version(torch.__version__), macos)
+    return DeviceFacts(
+        unavailable, parse_version(torch.__version__), macos,
+        compile_unsupported_reason=compile_unsupported_reason() if compiling else None,
+        cpp_compiler=cpp_compiler(),
+    )
+
+
+def compile_unsupported_reason() -> str | None:
+    """Why torch.compile cannot run in this interpreter (Dynamo's own check), or None."""
+    import torch._dynamo
+
+    try:
+        torch._dynamo.eval_frame.check_if_dynamo_supported()
+    except Exception as error:
+        return str(error) or type(error).__name__
+    return None
+
+
+def cpp_compiler() -> str | None:
+    """The C++ compiler inductor would use for CPU code: $CXX, else the first of g++, c++, clang++ on PATH."""
+    candidates = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++", "clang++"]
+    return next((found for name in candidates if (found := shutil.which(name))), None)
 
 
 def available_accelerators() -> list[str]:

@@ -42,10 +42,12 @@ class RoundSettings:
 
 @dataclass
 class CaseOutcome:
-    """What the processes made of one case: its runs, the out-of-memory message that stopped it, or errors."""
+    """What the processes made of one case: its runs, the out-of-memory message that stopped it, why it cannot
+    run here (`skipped`), or errors."""
 
     runs: list[Run] = field(default_factory=list)
     out_of_memory: str | None = None
+    skipped: str | None = None
     errors: list[str] = field(default_factory=list)
 
 
@@ -80,7 +82,8 @@ def measure_in_processes(
     """Measure every case in `processes` passes of fresh worker processes; outcomes by benchmark id.
 
     `spec` holds what every worker needs besides its cases (warm-up, threads, ddp processes, round settings as
-    `benchmark`, workload sources, sys_path). A case that ran out of memory is not tried again in later passes.
+    `benchmark`, workload sources, sys_path). A case that ran out of memory, or cannot run here, is not tried again
+    in later passes.
     """
     outcomes = {case.benchmark_id: CaseOutcome() for case in cases}
     passes = plan_passes(cases, processes, seed)
@@ -88,7 +91,10 @@ def measure_in_processes(
     done = 0
     start_s = time.perf_counter()
     for pass_index, pass_cases in enumerate(passes, start=1):
-        todo = [c for c in pass_cases if outcomes[c.benchmark_id].out_of_memory is None]
+        todo = [
+            c for c in pass_cases
+            if outcomes[c.benchmark_id].out_of_memory is None and outcomes[c.benchmark_id].skipped is None
+        ]
         for batch in worker_batches(todo, isolation):
             for line in run_worker(batch, spec):
                 outcome = outcomes[line["benchmark_id"]]
@@ -96,6 +102,8 @@ def measure_in_processes(
                     outcome.runs.append(run_from_json(line["run"]))
                 elif "out_of_memory" in line:
                     outcome.out_of_memory = line["out_of_memory"]
+                elif "skipped" in line:
+                    outcome.skipped = line["skipped"]
                 elif "error" in line:
                     outcome.errors.append(line["error"])
                 done += 1

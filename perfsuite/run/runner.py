@@ -18,10 +18,13 @@ from perfsuite.matrix.axes import base_mode
 from perfsuite.matrix.cases import DeviceFacts, skip_reason
 from perfsuite.records import Case, Fact, Run
 from perfsuite.run import devices, profiling
+from perfsuite.run.compiled import DynamoCounts
 from perfsuite.run.steps import PreparedCase, count_flops, prepare_case
 from perfsuite.workloads import get_workload
 
 EVENT_TIMED_STEPS = 5
+# Compile modes that go through torch.compile (and so Dynamo's counters).
+TORCH_COMPILE_MODES = ("inductor", "reduce-overhead")
 
 
 class CaseOutOfMemory(Exception):
@@ -67,11 +70,19 @@ def run_case(
         prepared = _prepare(case, ddp_processes)
         digest, parameter_count, samples_per_step = prepared.config_digest, prepared.parameter_count, prepared.samples
         prepared_facts = dict(prepared.extra_facts)
+        compiling = case.compile in TORCH_COMPILE_MODES
+        before_warmup = DynamoCounts.now() if compiling else None
         check_warmup(prepared, warmup_steps)
-        flops_per_step = count_flops(prepared.run_step)
+        flops_per_step = prepared.flops_per_step
+        if flops_per_step is None:
+            flops_per_step = count_flops(prepared.run_step)
         devices.synchronize(case.device)
         devices.reset_memory_peak(case.device)
+        before_rounds = DynamoCounts.now() if compiling else None
         benchmark(prepared.timed_step)
+        if before_warmup is not None and before_rounds is not None:
+            prepared_facts["compile_warmup_frames"] = before_rounds.since(before_warmup).frames
+            check_no_compilation(case, DynamoCounts.now().since(before_rounds), warmup_steps)
         stats = getattr(benchmark, "stats", None)
         round_times_s = list(stats.stats.data) if stats is not None else []
         memory_bytes = devices.memory_figures_bytes(case.device)
@@ -121,6 +132,19 @@ def run_case(
     return run
 
 
+class CompiledDuringRounds(Exception):
+    """torch.compile compiled during the timed rounds: the times would include compilation."""
+
+
+def check_no_compilation(case: Case, during_rounds: DynamoCounts, warmup_steps: int) -> None:
+    """Raise CompiledDuringRounds when Dynamo compiled a frame while the rounds were timed."""
+    if during_rounds.frames:
+        raise CompiledDuringRounds(
+            f"{case.benchmark_id}: torch.compile compiled {during_rounds.frames} frame(s) during the timed rounds "
+            f"after {warmup_steps} warm-up steps, so the times include compilation; raise --perf-warmup"
+        )
+
+
 def _prepare(case: Case, ddp_processes: int | None) -> PreparedCase:
     """The case built on its device: train-ddp starts its worker ranks, every other mode composes one step."""
     workload = get_workload(case.model)
@@ -151,7 +175,7 @@ def extra_info(run: Run) -> dict[str, Fact]:
     case = run.case
     return {
         "device": case.device, "dtype": case.dtype, "model": case.model, "batch_size": case.batch_size,
-        "mode": case.mode, "profile": case.profile,
+        "mode": case.mode, "profile": case.profile, "compile": case.compile,
         "parameter_count": run.parameter_count, "config_digest": run.config_digest,
         "flops_per_step": run.flops_per_step, "samples_per_step": run.samples_per_step,
         "memory_figure": run.memory_figure, "memory_bytes": run.memory_bytes,

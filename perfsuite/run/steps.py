@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from perfsuite.matrix.axes import base_mode
 from perfsuite.records import Case
+from perfsuite.run import compiled
 from perfsuite.run.correctness import channels_last_gradients_match
 from perfsuite.run.devices import synchronize
 from perfsuite.workloads import Workload
@@ -43,6 +45,8 @@ class PreparedCase:
     close: Callable[[], None] = lambda: None
     samples_per_step: int | None = None
     extra_facts: Mapping[str, Any] = field(default_factory=dict)
+    # Counted on the eager step where `run_step` cannot be counted (a compiled step, a graph replay).
+    flops_per_step: int | None = None
 
     @property
     def samples(self) -> int:
@@ -73,14 +77,18 @@ def call_module(module: torch.nn.Module, inputs: Any) -> Any:
 
 
 def autocast_context(case: Case) -> contextlib.AbstractContextManager:
-    """Mixed precision for bf16/fp16 cases; nothing for fp32."""
+    """Mixed precision for bf16/fp16 cases; nothing for fp32. A step captured as a CUDA graph runs autocast
+    without its cast cache, as torch.cuda.graph's documentation requires."""
     if case.dtype == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=case.device, dtype=TORCH_DTYPES[case.dtype])
+    return torch.autocast(
+        device_type=case.device, dtype=TORCH_DTYPES[case.dtype], cache_enabled=case.compile != "cuda-graph"
+    )
 
 
 def prepare_case(case: Case, workload: Workload) -> PreparedCase:
-    """Build the workload's module and inputs on the case's device and compose its step."""
+    """Build the workload's module and inputs on the case's device and compose its step (eager, compiled or
+    captured as a CUDA graph, per `case.compile`)."""
     if case.mode not in workload.modes:
         raise ValueError(f"{workload.name} has no mode {case.mode!r}; it has {', '.join(workload.modes)}")
     if case.mode == "train-ddp":
@@ -89,7 +97,7 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     module = materialize_random_weights(workload.build_module(case.profile), case.device)
     inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device, channels_last)
     # Before checkpointing: a wrapper (resnet18's CheckpointedStage) renames parameters, not the config.
-    digest = config_digest(workload.name, module, inputs)
+    digest = config_digest(workload.name, module, inputs, case.compile)
     if channels_last and base_mode(case.mode) == "train" and case.device in LAYOUT_CHECKED_DEVICES:
         check_channels_last_gradients(case, workload, module, inputs)
     if channels_last:
@@ -103,20 +111,107 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     parameter_count = sum(p.numel() for p in module.parameters())
     if base_mode(case.mode) == "infer":
         module.eval()
+        target = None
 
-        def run_step() -> torch.Tensor:
-            with torch.inference_mode(), autocast_context(case):
-                return call_module(module, inputs)
+        def step_with(runner: torch.nn.Module) -> Callable[[], torch.Tensor]:
+            def run_step() -> torch.Tensor:
+                with torch.inference_mode(), autocast_context(case):
+                    return call_module(runner, inputs)
 
-        return PreparedCase(case, run_step, parameter_count, digest)
+            return run_step
+    else:
+        module.train()
+        make_target = workload.make_target
+        if make_target is None:
+            raise ValueError(f"{workload.name} has no make_target; it cannot train")
+        target = to_device(make_target(case.profile, case.batch_size), case.device)
 
-    module.train()
-    make_target = workload.make_target
-    if make_target is None:
-        raise ValueError(f"{workload.name} has no make_target; it cannot train")
-    target = to_device(make_target(case.profile, case.batch_size), case.device)
-    train_step = make_train_step(case, workload, module, inputs, target)
-    return PreparedCase(case, train_step, parameter_count, digest)
+        def step_with(runner: torch.nn.Module) -> Callable[[], torch.Tensor]:
+            return make_train_step(case, workload, runner, inputs, target)
+
+    if case.compile == "eager":
+        return PreparedCase(case, step_with(module), parameter_count, digest)
+    return prepare_compiled(case, workload, module, inputs, target, step_with, parameter_count, digest)
+
+
+def prepare_compiled(
+    case: Case,
+    workload: Workload,
+    module: torch.nn.Module,
+    inputs: Any,
+    target: Any,
+    step_with: Callable[[torch.nn.Module], Callable[[], torch.Tensor]],
+    parameter_count: int,
+    digest: str,
+) -> PreparedCase:
+    """The case's step compiled (inductor, reduce-overhead) or captured as a CUDA graph, after one eager step has
+    counted its FLOPs and the compiled computation has been checked against eager (`compiled.check_against_eager`).
+    `target` is None for inference."""
+    flops_per_step = count_flops(step_with(module))
+
+    def sync() -> None:
+        synchronize(case.device)
+
+    parameters = [p for p in module.parameters() if p.requires_grad]
+
+    def forward_loss(runner: torch.nn.Module) -> Callable[[], torch.Tensor]:
+        loss_of = workload.loss
+        if loss_of is None:
+            raise ValueError(f"{workload.name} has no loss; it cannot train")
+
+        def run() -> torch.Tensor:
+            with autocast_context(case):
+                return loss_of(call_module(runner, inputs), target)
+
+        return run
+
+    if case.compile == "cuda-graph":
+        if target is None:
+            capture_start_s = time.perf_counter()
+            replay = compiled.capture_cuda_graph(step_with(module))
+            capture_s = time.perf_counter() - capture_start_s
+            checked = compiled.check_against_eager(
+                case, lambda: compiled.output_tensors(step_with(module)()),
+                lambda: compiled.output_tensors(replay()), sync,
+            )
+        else:
+            with compiled.check_mode(module, training=True):
+                check_graph = compiled.capture_cuda_graph(
+                    lambda: torch.stack(compiled.loss_and_gradient_norm(forward_loss(module), parameters))
+                )
+                checked = compiled.check_against_eager(
+                    case, lambda: compiled.loss_and_gradient_norm(forward_loss(module), parameters),
+                    lambda: list(check_graph()), sync,
+                )
+            del check_graph
+            capture_start_s = time.perf_counter()
+            replay = compiled.capture_cuda_graph(
+                make_train_step(case, workload, module, inputs, target, compiled.make_capturable)
+            )
+            capture_s = time.perf_counter() - capture_start_s
+        facts = {**checked.facts(), "compile_first_call_s": round(capture_s, 3)}
+        return PreparedCase(case, replay, parameter_count, digest, extra_facts=facts, flops_per_step=flops_per_step)
+
+    runner = compiled.compile_module(module, case.compile)
+    if target is None:
+        run_step = compiled.mark_step(case.compile, step_with(runner))
+        checked = compiled.check_against_eager(
+            case, lambda: compiled.output_tensors(step_with(module)()), lambda: compiled.output_tensors(run_step()),
+            sync,
+        )
+    else:
+        compiled_loss = compiled.mark_step(
+            case.compile, lambda: torch.stack(compiled.loss_and_gradient_norm(forward_loss(runner), parameters))
+        )
+        with compiled.check_mode(module, training=True):
+            checked = compiled.check_against_eager(
+                case, lambda: compiled.loss_and_gradient_norm(forward_loss(module), parameters),
+                lambda: list(compiled_loss()), sync,
+            )
+        run_step = compiled.mark_step(case.compile, step_with(runner))
+    return PreparedCase(
+        case, run_step, parameter_count, digest, extra_facts=checked.facts(), flops_per_step=flops_per_step
+    )
 
 
 # Devices where a channels_last training step is first checked against the contiguous layout: MPS computes
@@ -141,10 +236,18 @@ def check_channels_last_gradients(case: Case, workload: Workload, module: torch.
 
 
 def make_train_step(
-    case: Case, workload: Workload, module: torch.nn.Module, inputs: Any, target: Any
+    case: Case,
+    workload: Workload,
+    module: torch.nn.Module,
+    inputs: Any,
+    target: Any,
+    adapt_optimizer: Callable[[torch.optim.Optimizer], None] | None = None,
 ) -> Callable[[], torch.Tensor]:
-    """Zero grads, forward under autocast, loss, backward (scaled for fp16), optimizer step; returns the loss."""
+    """Zero grads, forward under autocast, loss, backward (scaled for fp16), optimizer step; returns the loss.
+    `adapt_optimizer` adjusts the workload's optimizer before its first step (e.g. makes it capturable)."""
     optimizer = workload.make_optimizer(list(module.parameters()))
+    if adapt_optimizer is not None:
+        adapt_optimizer(optimizer)
     scaler = torch.amp.GradScaler(case.device) if case.dtype == "fp16" else None
     loss_of = workload.loss
     if loss_of is None:
@@ -174,9 +277,12 @@ def count_flops(run_step: Callable[[], object]) -> int:
     return int(counter.get_total_flops())
 
 
-def config_digest(name: str, module: torch.nn.Module, inputs: Any) -> str:
-    """A short hash of the model's parameter shapes and the input shapes: equal digests, equal configs."""
+def config_digest(name: str, module: torch.nn.Module, inputs: Any, compile_mode: str = "eager") -> str:
+    """A short hash of the model's parameter shapes and the input shapes, and of the compile mode where it is not
+    eager: equal digests, equal configs."""
     shapes = [f"{n}:{tuple(p.shape)}" for n, p in module.named_parameters()]
+    if compile_mode != "eager":
+        shapes.append(f"compile:{compile_mode}")
     tensors = inputs.values() if isinstance(inputs, dict) else [inputs]
     shapes += [f"input:{tuple(t.shape)}:{t.dtype}" for t in tensors if isinstance(t, torch.Tensor)]
     return hashlib.sha256("\n".join([name, *shapes]).encode()).hexdigest()[:12]

@@ -59,6 +59,7 @@ def measure(spec: Mapping[str, Any], out: Path) -> int:
     import torch
 
     from perfsuite.records import Case
+    from perfsuite.run.compiled import CaptureImpossible
     from perfsuite.run.runner import CaseOutOfMemory, run_case
     from perfsuite.store.runs import run_to_json
     from perfsuite.workloads.sources import find_workload
@@ -81,6 +82,8 @@ def measure(spec: Mapping[str, Any], out: Path) -> int:
             line["run"] = None if run is None else run_to_json(run)
         except CaseOutOfMemory as error:
             line["out_of_memory"] = str(error)
+        except CaptureImpossible as error:
+            line["skipped"] = f"{case.benchmark_id}: {error}"
         except Exception as error:  # reported to the pytest process, which fails that case with it
             line["error"] = (f"{type(error).__name__}: {error}\n" + traceback.format_exc())[-ERROR_TAIL_CHARACTERS:]
         with out.open("a", encoding="utf-8") as handle:

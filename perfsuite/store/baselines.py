@@ -25,6 +25,7 @@ import numpy as np
 
 from perfsuite.errors import BadFileError
 from perfsuite.judge.verdicts import REBASELINE_COMMAND
+from perfsuite.matrix.axes import COMPILE_MODES
 from perfsuite.records import BaselineEntry, Case, StoredRun, is_finite_positive
 from perfsuite.store.jsonfile import parse_json_text, read_json_file
 
@@ -181,7 +182,7 @@ def _entry_to_json(entry: BaselineEntry) -> dict[str, Any]:
     case = entry.case
     return {
         "device": case.device, "dtype": case.dtype, "model": case.model, "batch_size": case.batch_size,
-        "mode": case.mode, "profile": case.profile,
+        "mode": case.mode, "profile": case.profile, "compile": case.compile,
         "config_digest": entry.config_digest, "torch_version": entry.torch_version, "threads": entry.threads,
         "machine": dict(entry.machine), "memory_figure": entry.memory_figure,
         "samples_per_step": entry.samples_per_step, "flops_per_step": entry.flops_per_step,
@@ -235,7 +236,11 @@ def _case_of(entry: Mapping[str, Any], benchmark_id: str, device: str) -> Case:
         device=_field(entry, "device", "text", where), dtype=_field(entry, "dtype", "text", where),
         model=_field(entry, "model", "text", where), batch_size=_field(entry, "batch_size", "size", where),
         mode=_field(entry, "mode", "text", where), profile=_field(entry, "profile", "text", where),
+        # Entries recorded before the compile dimension existed are eager.
+        compile=_field(entry, "compile", "text", where) if "compile" in entry else "eager",
     )
+    if case.compile not in COMPILE_MODES:
+        raise _Problem(f"{where} has compile {case.compile!r}; valid: {', '.join(COMPILE_MODES)}")
     if case.device != device:
         raise _Problem(f"{where} has device {case.device!r} in a file of device {device!r}")
     if case.benchmark_id != benchmark_id:

@@ -395,7 +395,6 @@ def write_baseline_file(path: Path | str, baseline: BaselineFile) -> None:
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(baseline_to_json(baseline), indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    _remove_stale_temporaries(target)
     descriptor, temporary_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
@@ -413,7 +412,8 @@ def write_baseline_file(path: Path | str, baseline: BaselineFile) -> None:
 
 
 def _remove_stale_temporaries(target: Path) -> None:
-    # A writer killed between mkstemp and the rename leaves its temporary file; the lock proves none is running.
+    """Remove the temporary files of `target` that writers killed before their rename left behind; call it only
+    under `_locked(target)`, which proves that no other writer is using one."""
     for stale in target.parent.glob(f".{target.name}.*.tmp"):
         with contextlib.suppress(OSError):
             stale.unlink()
@@ -432,18 +432,38 @@ def _fsync_directory(directory: Path) -> None:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on the hidden sidecar `.<name>.lock` (POSIX flock), so read-merge-write is
-    serialised; the sidecar is removed after the write."""
+    serialised. The holder removes the sidecar before letting go, so none is left in the user's folder (one left
+    by a killed recorder goes with the next recording)."""
     import fcntl  # POSIX only; imported here so reading baselines works everywhere
 
     lock_path = path.with_name(f".{path.name}.lock")
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    while True:
+        handle = open(lock_path, "a")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        except BaseException:
+            handle.close()
+            raise
+        if _is_linked_at(handle.fileno(), lock_path):
+            break
+        # The holder we waited for removed this sidecar, and a newcomer may already hold a new one: lock that.
+        handle.close()
+    with handle:
         try:
             yield
         finally:
             with contextlib.suppress(OSError):
                 lock_path.unlink()
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _is_linked_at(descriptor: int, path: Path) -> bool:
+    """Whether the open file `descriptor` is the file that `path` names now (not removed, not replaced)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(descriptor)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def move_aside(path: Path, stamp: str) -> Path:
@@ -467,6 +487,7 @@ def record_runs(
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
+        _remove_stale_temporaries(path)
         existing = load_baseline(path)
         if existing is not None and existing.device != device:
             raise BadFileError(

@@ -7,6 +7,8 @@ import dataclasses
 import errno
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from perfsuite.store.baselines import (
     MAX_STORED_ROUNDS,
     BaselineFile,
     IncompatibleHistory,
+    _locked,
     append_runs,
     baseline_path,
     baseline_to_json,
@@ -485,22 +488,69 @@ def test_writing_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_path
     assert load_baseline(target).entries[BENCHMARK_ID] == entry()
 
 
-def test_a_stale_temporary_file_is_removed_by_the_next_write(tmp_path):
+def test_a_stale_temporary_file_is_removed_by_the_next_recording(tmp_path):
     path = tmp_path / "cpu" / "amd-epyc.json"
     path.parent.mkdir()
     stale = path.parent / ".amd-epyc.json.k3j9x2.tmp"
     stale.write_text('{"half": ', encoding="utf-8")
-    write_baseline_file(path, BaselineFile(device="cpu", entries={BENCHMARK_ID: entry()}))
+    record_runs(path, "cpu", {BENCHMARK_ID: entry()})
     assert not stale.exists()
 
 
-def test_the_next_write_leaves_other_files_alone(tmp_path):
+def test_the_next_recording_leaves_other_files_alone(tmp_path):
     path = tmp_path / "cpu" / "amd-epyc.json"
     path.parent.mkdir()
     neighbour = path.parent / ".intel-xeon.json.k3j9x2.tmp"
     neighbour.write_text("{}", encoding="utf-8")
-    write_baseline_file(path, BaselineFile(device="cpu", entries={BENCHMARK_ID: entry()}))
+    record_runs(path, "cpu", {BENCHMARK_ID: entry()})
     assert neighbour.exists()
+
+
+def test_a_write_outside_the_recording_lock_leaves_another_writers_temporary_file(tmp_path):
+    # Only the lock proves that no other writer is still using a temporary file of the same baseline.
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    path.parent.mkdir()
+    in_use = path.parent / ".amd-epyc.json.k3j9x2.tmp"
+    in_use.write_text('{"half": ', encoding="utf-8")
+    write_baseline_file(path, BaselineFile(device="cpu", entries={BENCHMARK_ID: entry()}))
+    assert in_use.exists()
+
+
+def test_a_lock_file_left_by_a_killed_recorder_goes_with_the_next_recording(tmp_path):
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    path.parent.mkdir()
+    (path.parent / ".amd-epyc.json.lock").touch()
+    record_runs(path, "cpu", {BENCHMARK_ID: entry()})
+    assert os.listdir(path.parent) == ["amd-epyc.json"]
+
+
+def test_a_recorder_woken_on_a_removed_lock_file_does_not_run_beside_a_newcomer(tmp_path):
+    # a holds the lock while b waits on its lock file; a removes the file as it lets go, so c creates a new one.
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    path.parent.mkdir()
+    entered = {name: threading.Event() for name in "abc"}
+    release = {name: threading.Event() for name in "abc"}
+
+    def record(name: str) -> None:
+        with _locked(path):
+            entered[name].set()
+            release[name].wait(timeout=30)
+
+    threads = {name: threading.Thread(target=record, args=(name,)) for name in "abc"}
+    threads["a"].start()
+    assert entered["a"].wait(timeout=30)
+    threads["b"].start()
+    time.sleep(0.5)  # b opens a's lock file and waits for it
+    release["a"].set()
+    assert entered["b"].wait(timeout=30)
+    threads["c"].start()
+    c_ran_beside_b = entered["c"].wait(timeout=0.5)
+    release["b"].set()
+    release["c"].set()
+    for thread in threads.values():
+        thread.join(timeout=30)
+    assert not c_ran_beside_b
+    assert entered["c"].is_set() and os.listdir(path.parent) == []
 
 
 def test_a_written_file_has_sorted_keys_indent_1_and_a_final_newline(tmp_path):

@@ -1,97 +1,129 @@
 """Sessions: `nox -s tests`, `nox -s bench`, and the tools built on the benchmarks.
 
-Each session installs the project with constraints-linux-cpu.txt, which pins torch only on Linux;
-on a Mac, PyPI's torch (with MPS) is installed as usual.
+Every session runs in one shared virtualenv (`.nox/.cache/perfsuite-venv`, under nox's --envdir): the project
+installed editable with its [test] extra and constraints-linux-cpu.txt, which pins torch only on Linux (on a Mac,
+PyPI's torch with MPS is installed as usual). The first session builds it; later ones reuse it, and it is brought
+up to date when pyproject.toml, the constraints or the Python version change. Delete the folder to rebuild it.
 """
 
 import glob
+import hashlib
+import os
+import sys
+from pathlib import Path
 
 import nox
 
 nox.options.sessions = ["tests"]
-CONSTRAINTS = ("-c", "constraints-linux-cpu.txt")
+# Sessions run in the shared environment below, not in one virtualenv each (about 1.6 GB and 90 s apiece).
+nox.options.default_venv_backend = "none"
+CONSTRAINTS_FILE = "constraints-linux-cpu.txt"
+SHARED_ENV_NAME = "perfsuite-venv"
+INSTALL_STAMP_NAME = "perfsuite-install.sha256"
 
 
-def install(session: nox.Session, extras: str = "") -> None:
-    session.install(*CONSTRAINTS, "-e", f".{extras}")
+def install_fingerprint() -> str:
+    """What the shared environment's install depends on: the dependency files and the Python that builds it."""
+    digest = hashlib.sha256(sys.version.encode())
+    for name in ("pyproject.toml", CONSTRAINTS_FILE):
+        digest.update(Path(name).read_bytes())
+    return digest.hexdigest()
+
+
+def shared_env(session: nox.Session) -> Path:
+    """The shared virtualenv, built or brought up to date first when its install is missing or stale."""
+    location = session.cache_dir / SHARED_ENV_NAME
+    stamp = location / INSTALL_STAMP_NAME
+    fingerprint = install_fingerprint()
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == fingerprint:
+        return location
+    if not (location / "pyvenv.cfg").is_file():
+        session.run(sys.executable, "-m", "venv", str(location))
+    session.run(
+        str(bin_dir(location) / "python"), "-m", "pip", "install", "-c", CONSTRAINTS_FILE, "-e", ".[test]",
+    )
+    stamp.write_text(fingerprint, encoding="utf-8")
+    return location
+
+
+def bin_dir(location: Path) -> Path:
+    """Where a virtualenv keeps its commands."""
+    return location / ("Scripts" if os.name == "nt" else "bin")
+
+
+def run(session: nox.Session, command: str, *args: str) -> None:
+    """Run one of the shared environment's commands, as if that environment were activated."""
+    location = shared_env(session)
+    path = f"{bin_dir(location)}{os.pathsep}{os.environ.get('PATH', '')}"
+    session.run(str(bin_dir(location) / command), *args, env={"VIRTUAL_ENV": str(location), "PATH": path})
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The unit and end-to-end tests (CPU), then ruff and mypy."""
-    install(session, "[test]")
-    session.run("pytest", "--benchmark-skip", *session.posargs)
+    run(session, "pytest", "--benchmark-skip", *session.posargs)
     lint(session)
 
 
 @nox.session(name="lint")
 def lint_session(session: nox.Session) -> None:
     """ruff and mypy (the configuration in pyproject.toml)."""
-    install(session, "[test]")
     lint(session)
 
 
 def lint(session: nox.Session) -> None:
-    session.run("ruff", "check", "perfsuite", "tests", "noxfile.py", "conftest.py", "examples")
-    session.run("mypy")
+    run(session, "ruff", "check", "perfsuite", "tests", "noxfile.py", "conftest.py", "examples")
+    run(session, "mypy")
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
     """The benchmarks on the default device (every accelerator present, else the CPU); extra args go to pytest,
     e.g. `nox -s bench -- --perf-profile smoke`."""
-    install(session)
-    session.run("pytest", "--benchmark-only", "--benchmark-autosave", *session.posargs)
+    run(session, "pytest", "--benchmark-only", "--benchmark-autosave", *session.posargs)
 
 
 @nox.session
 def doctor(session: nox.Session) -> None:
     """Check this machine's setup (macOS, Rosetta, torch's MPS/CUDA build); e.g. `nox -s doctor -- --device mps`."""
-    install(session)
-    session.run("perfsuite", "doctor", *session.posargs)
+    run(session, "perfsuite", "doctor", *session.posargs)
 
 
 @nox.session
 def compare(session: nox.Session) -> None:
     """How far a result set is from another; by default your newest saved run (or this machine's baselines)
     against baselines/cuda/. E.g. `nox -s compare -- A.json B.json`."""
-    install(session, "[plot]")
-    session.run("perfsuite", "compare", *session.posargs)
+    run(session, "perfsuite", "compare", *session.posargs)
 
 
 @nox.session
 def baseline(session: nox.Session) -> None:
     """Append 3 fresh processes' runs of the cases run to this machine's baseline histories (run it 3 times for a
     history the gate can judge with 3 processes); extra args go to pytest."""
-    install(session)
-    session.run("pytest", "--benchmark-only", "--perf-processes", "3", "--perf-update-baseline", *session.posargs)
+    run(session, "pytest", "--benchmark-only", "--perf-processes", "3", "--perf-update-baseline", *session.posargs)
 
 
 @nox.session
 def coverage(session: nox.Session) -> None:
     """Ops of every workload that would fall back to the CPU on MPS; e.g. `nox -s coverage -- --format md`."""
-    install(session)
-    session.run("perfsuite", "coverage", *session.posargs)
+    run(session, "perfsuite", "coverage", *session.posargs)
 
 
 @nox.session
 def gains(session: nox.Session) -> None:
     """What the article's advice gains, from a run's JSON; e.g. `nox -s gains -- out.json --format md`."""
-    install(session)
-    session.run("perfsuite", "gains", *session.posargs)
+    run(session, "perfsuite", "gains", *session.posargs)
 
 
 @nox.session
 def calibrate(session: nox.Session) -> None:
     """Measure the measurer (`perfsuite selftest`), then render docs/measurement-quality.md from results/selftest/."""
-    install(session)
-    session.run("perfsuite", "selftest", *session.posargs)
-    session.run("perfsuite", "selftest", "--report", *sorted(glob.glob("results/selftest/*.json")))
+    run(session, "perfsuite", "selftest", *session.posargs)
+    run(session, "perfsuite", "selftest", "--report", *sorted(glob.glob("results/selftest/*.json")))
 
 
 @nox.session(name="mps-wheel")
 def mps_wheel(session: nox.Session) -> None:
     """Check the MPS support table and the macOS MPS needs against the macOS arm64 wheel of the installed torch
     version (downloads it, about 110 MB; not in the default sessions). E.g. `nox -s mps-wheel -- --wheel W.whl`."""
-    install(session)
-    session.run("python", "-m", "perfsuite.coverage.wheelcheck", *session.posargs)
+    run(session, "python", "-m", "perfsuite.coverage.wheelcheck", *session.posargs)

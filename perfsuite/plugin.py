@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -212,16 +213,24 @@ def _measure_in_processes(request: pytest.FixtureRequest, chosen: Settings) -> d
             "workload_sources": {c.model: workload_sources(get_workload(c.model)) for c in cases},
             "sys_path": [str(config.rootpath)],
         }
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-
         def progress(line: str) -> None:
-            if reporter is not None:
-                reporter.write_line(line)
+            show_now(config, line)
 
         config.stash[_OUTCOMES_KEY] = measure_in_processes(
             cases, chosen.processes, config.getoption("--perf-isolation"), spec, progress=progress,
         )
     return config.stash[_OUTCOMES_KEY]
+
+
+def show_now(config: pytest.Config, line: str) -> None:
+    """Write `line` to the terminal while a test runs: pytest captures the test's output, so the capture is
+    suspended for the line (as pytest's own live logging does)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        reporter.write_line(line)
 
 
 def _round_settings(config: pytest.Config) -> RoundSettings:

@@ -19,7 +19,7 @@ from perfsuite.render import summary
 from perfsuite.run import devices
 from perfsuite.run.processes import ISOLATIONS, CaseOutcome, RoundSettings, measure_in_processes
 from perfsuite.settings import Settings
-from perfsuite.workloads import registered_workloads
+from perfsuite.workloads import default_model_names, registered_workloads
 
 _SETTINGS_KEY = pytest.StashKey[Settings]()
 _MATRIX_KEY = pytest.StashKey[list[Case]]()
@@ -168,7 +168,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     options = chosen.matrix
     return [
         f"perfsuite: profile={options.profile} device={','.join(options.devices)} dtype={','.join(options.dtypes)} "
-        f"model={','.join(options.models) if options.models else 'all'} compile={','.join(options.compile_modes)} "
+        f"model={','.join(options.models or default_model_names(registered_workloads()))} "
+        f"compile={','.join(options.compile_modes)} "
         f"processes={chosen.processes}"
     ]
 

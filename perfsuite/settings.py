@@ -159,7 +159,7 @@ def validate_settings(
     matrix = MatrixOptions(
         devices=devices,
         dtypes=parse_names(raw.dtype, DTYPES, where("dtype")) if raw.dtype is not None else DEFAULT_DTYPES,
-        models=None if models is None or "all" in models else models,
+        models=None if models is None else list(workload_names) if "all" in models else models,
         batch_sizes=parse_batch_sizes(raw.batch_size, where("batch_size")) if raw.batch_size is not None else None,
         modes=parse_names(raw.mode, ALL_MODES, where("mode")) if raw.mode is not None else MODES,
         profile=_one_name(raw.profile, PROFILES, where("profile")) if raw.profile is not None else "standard",

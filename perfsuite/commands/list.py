@@ -12,7 +12,7 @@ from pathlib import Path
 
 from perfsuite.settings import RawSettings
 
-MATRIX_KEYS = ("device", "dtype", "model", "batch-size", "mode", "profile", "ddp-processes")
+MATRIX_KEYS = ("device", "dtype", "model", "batch-size", "mode", "profile", "compile", "ddp-processes")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
     chosen = load_settings(
         cli, Path(args.pyproject), list(workloads), devices.available_accelerators() or ["cpu"], flag_prefix="--"
     )
-    facts = devices.device_facts()
-    for case in build_matrix(chosen.matrix, workloads):
+    cases = build_matrix(chosen.matrix, workloads)
+    facts = devices.device_facts(compiling=any(case.compile != "eager" for case in cases))
+    for case in cases:
         reason = case_skip_reason(case, facts, chosen.ddp_processes)
         print(case.benchmark_id if reason is None else f"{case.benchmark_id}  (skipped: {reason})")
     return 0

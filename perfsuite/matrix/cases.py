@@ -84,10 +84,13 @@ def parse_batch_sizes(raw: object, option: str = "--perf-batch-size") -> list[in
 
 def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> list[Case]:
     """Every case the options select, in a stable order (model, mode, dtype, batch size, compile mode, device).
-    Compile modes other than eager apply to the plain modes and the channels_last variants only."""
+    Without a model choice, a user's own models when any is registered, else the built-in ones. Compile modes
+    other than eager apply to the plain modes and the channels_last variants only."""
     if options.profile not in PROFILES:
         raise UsageError(f"--perf-profile: unknown value {options.profile}; valid: {', '.join(PROFILES)}")
-    model_names = list(options.models) if options.models else list(workloads)
+    from perfsuite.workloads import default_model_names
+
+    model_names = list(options.models) if options.models else default_model_names(workloads)
     cases = []
     for model in model_names:
         workload = workloads[model]

@@ -8,7 +8,9 @@ time ratio, the geometric mean) are pure functions on those frames; `perfsuite.r
 The ratio is the one the source article prints: B's time over A's time (CUDA time / MPS time there), so
 0.71 means A runs at 71% of B's speed.
 
-Joining. Rows join on (model, mode, dtype, batch size, profile) with one result per case on each side.
+Joining. Rows join on (model, mode, dtype, batch size, profile, compile mode) with one result per case on each
+side. A compile mode not written down (results and baseline entries recorded before the dimension existed, and
+published figures) reads as eager, so a compiled case meets the same compiled case and never an eager one.
 Only the profiles both sides hold are compared: a smoke run against baselines of smoke and standard cases
 meets the smoke ones, and the standard ones are left out (the side's description counts them).
 Cases measured with different model configs (`config_digest` differs) are never joined: both appear, each
@@ -31,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from perfsuite.errors import BadFileError
+from perfsuite.matrix.axes import COMPILE_MODES
 from perfsuite.records import BaselineEntry
 from perfsuite.store.baselines import SCHEMA as BASELINE_SCHEMA
 from perfsuite.store.baselines import baseline_from_json, machine_slug
@@ -39,8 +42,12 @@ from perfsuite.store.jsonfile import parse_json_text
 PUBLISHED_SCHEMA = "perfsuite-published-reference"
 PUBLISHED_SCHEMA_VERSION = 1
 
-KEY_FIELDS = ("model", "mode", "dtype", "batch_size", "profile")
-KEY_FIELD_WORDS = {"model": "model", "mode": "mode", "dtype": "dtype", "batch_size": "batch size", "profile": "profile"}
+KEY_FIELDS = ("model", "mode", "dtype", "batch_size", "profile", "compile")
+KEY_FIELD_WORDS = {"model": "model", "mode": "mode", "dtype": "dtype", "batch_size": "batch size", "profile": "profile",
+                   "compile": "compile mode"}
+# The key fields every perfsuite run writes into extra_info; `compile` came later, and its absence means eager.
+REQUIRED_FACTS = ("device", "model", "mode", "dtype", "batch_size", "profile")
+EAGER = "eager"
 
 CASE_COLUMNS = (
     "benchmark_id", "device", *KEY_FIELDS, "time_s", "iqr_s", "rounds", "samples_per_s", "tflops_per_s",
@@ -261,7 +268,7 @@ def _baseline_record(entry: BaselineEntry, benchmark_id: str, file_slug: str | N
     processes = max(1, entry.samples_per_step // case.batch_size)
     return {
         "device": case.device, "model": case.model, "mode": case.mode, "dtype": case.dtype,
-        "batch_size": case.batch_size, "profile": case.profile,
+        "batch_size": case.batch_size, "profile": case.profile, "compile": case.compile,
         "time_s": entry.median_s, "iqr_s": None, "rounds": sum(run.rounds for run in entry.runs),
         "samples_per_s": entry.samples_per_s,
         "tflops_per_s": entry.flops_per_step * processes / entry.median_s / 1e12 if entry.flops_per_step else None,
@@ -313,7 +320,7 @@ def _from_benchmark_json(document: Mapping[str, Any], source: str) -> ResultSet:
         benchmark_id = str(benchmark.get("param") or benchmark.get("name") or "?")
         where = f"{source}, benchmark {benchmark_id}"
         facts = json_object(benchmark.get("extra_info"))
-        missing = [f for f in ("device", *KEY_FIELDS) if f not in facts]
+        missing = [f for f in REQUIRED_FACTS if f not in facts]
         if missing:
             raise CompareError(
                 f"{where}: no perfsuite facts in extra_info (missing {', '.join(missing)}), so this JSON was not "
@@ -351,13 +358,14 @@ def _machine_words(machine: Mapping[str, Any]) -> str:
 
 
 def _case_record(fields: Mapping[str, Any], where: str, published: bool, default_device: object) -> dict[str, Any]:
-    """The key facts of one case, checked; a published source may leave key fields other than the model null."""
+    """The key facts of one case, checked; a published source may leave key fields other than the model null.
+    A case that does not name its compile mode is eager (it was recorded before compile modes existed)."""
     device = fields.get("device", default_device)
     if not isinstance(device, str) or not device:
         raise CompareError(f"{where}: 'device' must be a device name such as cuda, mps or cpu, got {device!r}")
     record: dict[str, Any] = {"device": device}
     for field in KEY_FIELDS:
-        value = fields.get(field)
+        value = fields.get(field, EAGER) if field == "compile" else fields.get(field)
         may_be_null = published and field != "model"
         if value is None and may_be_null:
             record[field] = None
@@ -434,14 +442,16 @@ def _missing(value: object) -> bool:
 
 
 def case_key(case: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The join key of a case: (model, mode, dtype, batch size, profile), None where not stated."""
+    """The join key of a case: (model, mode, dtype, batch size, profile, compile mode), None where not stated."""
     return tuple(case.get(f) for f in KEY_FIELDS)
 
 
 def describe_key(key: Sequence[Any]) -> str:
-    """A key in words, e.g. `resnet18 train bf16 bs64 standard`; `?` marks a field a source did not state."""
-    model, mode, dtype, batch_size, profile = ("?" if v is None else v for v in key)
-    return f"{model} {mode} {dtype} bs{batch_size} {profile}"
+    """A key in words, e.g. `resnet18 train bf16 bs64 standard`, with the compile mode unless eager
+    (`... standard inductor`); `?` marks a field a source did not state."""
+    model, mode, dtype, batch_size, profile, compile_mode = ("?" if v is None else v for v in key)
+    compiled = "" if compile_mode == EAGER else f" {compile_mode}"
+    return f"{model} {mode} {dtype} bs{batch_size} {profile}{compiled}"
 
 
 def compare_result_sets(a: ResultSet, b: ResultSet, allow_same_machine: bool = False) -> Comparison:
@@ -631,8 +641,16 @@ def _comparison_row(case_a: Mapping[str, Any] | None, case_b: Mapping[str, Any] 
 
 
 def _row_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    # Unstated fields sort after stated ones; a case's one-sided rows stay next to each other.
-    return (*((row[f] is None, row[f]) for f in KEY_FIELDS), SIDES.index(row["side"]))
+    # Unstated fields sort after stated ones; a case's one-sided rows stay next to each other; compile modes
+    # sort in their declared order (eager first), not alphabetically.
+    fields = (_compile_order(row[f]) if f == "compile" else row[f] for f in KEY_FIELDS)
+    return (*((v is None, v) for v in fields), SIDES.index(row["side"]))
+
+
+def _compile_order(compile_mode: str | None) -> tuple[int, str] | None:
+    if compile_mode is None:
+        return None
+    return (COMPILE_MODES.index(compile_mode) if compile_mode in COMPILE_MODES else len(COMPILE_MODES), compile_mode)
 
 
 def time_ratio(time_a_s: float | None, time_b_s: float | None) -> float | None:
@@ -669,7 +687,9 @@ def no_overlap_message(a: ResultSet, b: ResultSet, rows: pd.DataFrame) -> str:
             f"  {conflicts} case(s) matched but were measured with different model configs (config_digest "
             "differs): the models or inputs changed between the two; re-record one side with this perfsuite"
         )
-    lines.append("Run the same cases on both sides (same models, modes, dtypes, batch sizes and profile).")
+    lines.append(
+        "Run the same cases on both sides (same models, modes, dtypes, batch sizes, profile and compile modes)."
+    )
     return "\n".join(lines)
 
 

@@ -27,7 +27,13 @@ from typing import Any
 
 import pandas as pd
 
-from perfsuite.analyse.compare import CASE_COLUMNS, KEY_FIELDS, CompareError, json_object, result_set_from_document
+from perfsuite.analyse.compare import (
+    CASE_COLUMNS,
+    REQUIRED_FACTS,
+    CompareError,
+    json_object,
+    result_set_from_document,
+)
 from perfsuite.render.comparison import markdown_table
 from perfsuite.render.units import format_bytes, format_seconds
 
@@ -123,7 +129,7 @@ def results_from_document(document: object, source: str) -> Results:
         facts = json_object(benchmark.get("extra_info"))
         if facts.get("kind") == "dataloader":
             loader_records.append(_loader_record(facts, benchmark_id, f"{source}, benchmark {benchmark_id}"))
-        elif all(f in facts for f in ("device", *KEY_FIELDS)):
+        elif all(f in facts for f in REQUIRED_FACTS):
             model_benchmarks.append(benchmark)
         else:
             ignored.append(benchmark_id)

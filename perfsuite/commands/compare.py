@@ -5,6 +5,8 @@ JSON of a perfsuite run. With no B, B is the committed CUDA baselines (baselines
 the newest run pytest-benchmark saved under .benchmarks/ (--benchmark-save / --benchmark-autosave), or
 failing that this machine's baselines; when that set holds CPU cases and one accelerator, the accelerator
 is kept. Only the profiles both sides hold are compared: a smoke run meets the smoke cases of the baselines.
+A case meets only the same compile mode on the other side (eager, inductor, reduce-overhead, cuda-graph;
+results and baselines recorded without one are eager).
 The table goes to the terminal; markdown, CSV and a PNG chart go to the output folder.
 Exit status: 0 when compared, 2 when the input cannot be compared (the message says why).
 """

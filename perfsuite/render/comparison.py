@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfsuite.analyse.compare import KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
+from perfsuite.analyse.compare import EAGER, KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
 from perfsuite.render.units import format_percent, format_time_ratio
 
 NOT_STATED = "?"
@@ -52,7 +52,8 @@ def display_table(comparison: Comparison) -> pd.DataFrame:
     """The comparison as text cells for people: times in ms, ratio to 2 decimals (2 figures below 0.1), memory
     in MiB.
 
-    Device columns appear only when a side holds more than one device (otherwise the header names it).
+    Device columns appear only when a side holds more than one device (otherwise the header names it); the compile
+    column only when some row is not eager.
     """
     rows = comparison.rows
     table = pd.DataFrame(
@@ -64,6 +65,8 @@ def display_table(comparison: Comparison) -> pd.DataFrame:
             "profile": rows["profile"].map(_key_cell),
         }
     )
+    if shows_compile_modes(rows):
+        table["compile"] = rows["compile"].map(_key_cell)
     if len(comparison.a.devices) > 1 or len(comparison.b.devices) > 1:
         table["A device"] = rows["device_a"].map(_text_cell)
         table["B device"] = rows["device_b"].map(_text_cell)
@@ -78,6 +81,11 @@ def display_table(comparison: Comparison) -> pd.DataFrame:
     return table
 
 
+def shows_compile_modes(rows: pd.DataFrame) -> bool:
+    """Whether the compile mode is worth a column: some row is compiled (or its source does not state it)."""
+    return bool((rows["compile"] != EAGER).any())
+
+
 def legend_lines(comparison: Comparison) -> list[str]:
     """What the columns mean for this comparison: the ratio, unstated fields and the memory figures."""
     lines = [ratio_legend(comparison.a, comparison.b)]
@@ -85,6 +93,11 @@ def legend_lines(comparison: Comparison) -> list[str]:
         lines.append(
             f"{comparison.published_side} holds published figures, not measurements: each joins the cases of its "
             "model whose fields match the ones the source states, so one figure can stand against several cases."
+        )
+    if shows_compile_modes(comparison.rows):
+        lines.append(
+            "compile = how the step ran: eager, torch.compile (inductor, reduce-overhead) or a captured CUDA graph "
+            "(cuda-graph); a case joins only the same compile mode, and one that does not name it is eager."
         )
     if comparison.rows[list(KEY_FIELDS)].isna().any().any():
         lines.append(f"{NOT_STATED} = not stated by the published source.")
@@ -149,19 +162,22 @@ def render_csv(comparison: Comparison) -> str:
 
 
 def ratio_chart_data(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per model and dtype: the geometric mean of the joined rows' B/A time ratios and how many rows it covers.
+    """Per model, dtype and compile mode: the geometric mean of the joined rows' B/A time ratios and how many rows
+    it covers.
 
-    Columns: model, dtype (`not stated` where a published source gives none), ratio_b_over_a, rows.
+    Columns: model, dtype, compile (`not stated` where a published source gives none), ratio_b_over_a, rows.
     """
     joined = rows[(rows["side"] == "both") & rows["ratio_b_over_a"].notna()].copy()
-    joined["dtype"] = joined["dtype"].map(lambda d: "not stated" if d is None else d)
-    groups = joined.groupby(["model", "dtype"], sort=True)["ratio_b_over_a"]
+    for column in ("dtype", "compile"):
+        joined[column] = joined[column].map(lambda v: "not stated" if v is None else v)
+    groups = joined.groupby(["model", "dtype", "compile"], sort=True)["ratio_b_over_a"]
     data = groups.agg(ratio_b_over_a=lambda r: float(np.exp(np.log(r.astype(float)).mean())), rows="size")
     return data.reset_index()
 
 
 def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
-    """Draw the B/A time ratio per model, one bar per dtype, into a PNG at `path`; return the path.
+    """Draw the B/A time ratio per model, one bar per dtype (and compile mode, where some row is compiled), into a
+    PNG at `path`; return the path.
 
     Raises PlottingUnavailable when matplotlib is not installed.
     """
@@ -172,15 +188,17 @@ def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
             "the PNG chart needs matplotlib, which is not installed: pip install 'perfsuite[plot]'"
         ) from None
     data = ratio_chart_data(comparison.rows)
+    with_compile = shows_compile_modes(comparison.rows)
+    data["series"] = data["dtype"] + " " + data["compile"] if with_compile else data["dtype"]
     models = list(dict.fromkeys(data["model"]))
-    dtypes = list(dict.fromkeys(sorted(data["dtype"])))
-    width = 0.8 / max(len(dtypes), 1)
+    series = list(dict.fromkeys(sorted(data["series"])))
+    width = 0.8 / max(len(series), 1)
     figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.5), layout="constrained")
     axes = figure.add_subplot()
-    for index, dtype in enumerate(dtypes):
-        part = data[data["dtype"] == dtype].set_index("model").reindex(models)
-        positions = np.arange(len(models)) + (index - (len(dtypes) - 1) / 2) * width
-        bars = axes.bar(positions, part["ratio_b_over_a"].fillna(0.0), width, label=dtype)
+    for index, label in enumerate(series):
+        part = data[data["series"] == label].set_index("model").reindex(models)
+        positions = np.arange(len(models)) + (index - (len(series) - 1) / 2) * width
+        bars = axes.bar(positions, part["ratio_b_over_a"].fillna(0.0), width, label=label)
         labels = [format_time_ratio(r) if not math.isnan(r) else "" for r in part["ratio_b_over_a"]]
         axes.bar_label(bars, labels=labels, fontsize=8)
     axes.axhline(1.0, color="grey", linewidth=1, linestyle="--")
@@ -191,7 +209,7 @@ def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
         "B/A time per model (geometric mean over batch sizes and modes)",
         fontsize=9,
     )
-    axes.legend(title="dtype", fontsize=8)
+    axes.legend(title="dtype, compile" if with_compile else "dtype", fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
     return path

@@ -60,7 +60,7 @@ def run_set(*cases, device="mps", machine="fixture-mac", name="run.json") -> Res
     for c in cases:
         facts = {k: v for k, v in c.items() if k != "time_s"}
         facts.setdefault("device", device)
-        benchmark_id = f"{facts['device']}-{c['dtype']}-{c['model']}-bs{c['batch_size']}-{c['mode']}"
+        benchmark_id = f"{facts['device']}-{c['dtype']}-{c['model']}-bs{c['batch_size']}-{c['mode']}{_suffix(c)}"
         benchmarks.append({"param": benchmark_id, "extra_info": facts, "stats": {"median": c["time_s"], "rounds": 5}})
     document = {"machine_info": {"perfsuite": {"machine_slug": machine}}, "benchmarks": benchmarks}
     return result_set_from_document(document, name)
@@ -77,9 +77,14 @@ def baseline_document(*cases, device="cuda", machine="fixture-h200") -> dict:
             "tolerance": 0.1, "memory_tolerance": 0.1,
         }
         entry.update({k: v for k, v in c.items() if k != "time_s"}, device=device, median_s=c["time_s"])
-        entries[f"{device}-{c['dtype']}-{c['model']}-bs{c['batch_size']}-{c['mode']}"] = entry
+        entries[f"{device}-{c['dtype']}-{c['model']}-bs{c['batch_size']}-{c['mode']}{_suffix(c)}"] = entry
     return {"schema": "perfsuite-baseline", "schema_version": 1, "device": device,
             "machine": {"machine_slug": machine}, "entries": entries}
+
+
+def _suffix(c: dict) -> str:
+    """The benchmark id's compile suffix, as perfsuite writes it (none for eager or an unnamed mode)."""
+    return f"-{c['compile']}" if c.get("compile", "eager") != "eager" else ""
 
 
 def baseline_set(*cases, device="cuda", machine="fixture-h200", name="baseline.json") -> ResultSet:
@@ -388,6 +393,57 @@ def test_published_side_a_keeps_the_ratio_b_over_a():
     assert rows["ratio_b_over_a"].tolist() == pytest.approx([0.7073], abs=1e-4)
 
 
+def test_a_compiled_case_joins_the_same_compile_mode_and_never_eager(compiled_comparison):
+    joined = rows_where(compiled_comparison.rows, side="both")
+    ratios = {(r.model, r.compile): r.ratio_b_over_a for r in joined.itertuples()}
+    assert ratios == pytest.approx({
+        ("bert-base", "eager"): 0.8, ("bert-base", "reduce-overhead"): 0.5,
+        ("resnet18", "eager"): 0.5, ("resnet18", "inductor"): 0.25,
+    })
+
+
+def test_a_compile_mode_only_one_side_ran_stays_one_sided(compiled_comparison):
+    one_sided = rows_where(compiled_comparison.rows, model="resnet18").query("side != 'both'")
+    assert dict(zip(one_sided["compile"], one_sided["note"], strict=True)) == {
+        "reduce-overhead": "only in B", "cuda-graph": "only in A",
+    }
+
+
+def test_a_case_that_does_not_name_its_compile_mode_is_eager():
+    assert "compile" not in case()
+    rows = compare_result_sets(run_set(case()), baseline_set(case(compile="eager"))).rows
+    assert rows[["compile", "side"]].to_dict("records") == [{"compile": "eager", "side": "both"}]
+
+
+def test_compile_modes_of_one_case_are_different_cases_of_a_set():
+    a = run_set(case(time_s=0.1), case(compile="inductor", time_s=0.05))
+    b = baseline_set(case(time_s=0.02), case(compile="inductor", time_s=0.02))
+    assert compare_result_sets(a, b).rows["ratio_b_over_a"].tolist() == pytest.approx([0.2, 0.4])
+
+
+def test_joined_rows_list_eager_before_the_compiled_modes(compiled_comparison):
+    resnet = rows_where(compiled_comparison.rows, model="resnet18")
+    assert resnet["compile"].tolist() == ["eager", "inductor", "reduce-overhead", "cuda-graph"]
+
+
+def test_a_compiled_case_twice_in_one_set_is_named_with_its_compile_mode():
+    a = run_set(case(compile="inductor", device="mps"), case(compile="inductor", device="cpu"))
+    with pytest.raises(CompareError, match="holds the case resnet18 train fp32 bs32 standard inductor twice"):
+        compare_result_sets(a, baseline_set(case(compile="inductor")))
+
+
+def test_no_joined_case_because_the_compile_modes_differ_says_so():
+    with pytest.raises(CompareError, match="no compile mode in common: A has inductor, B has eager"):
+        compare_result_sets(run_set(case(compile="inductor")), baseline_set(case()))
+
+
+def test_published_figure_without_a_compile_mode_joins_only_eager_cases():
+    a = run_set(case(time_s=0.1), case(compile="inductor", time_s=0.05))
+    b = published_set(case(mode=None, dtype=None, batch_size=None, time_s=0.0087))
+    rows = compare_result_sets(a, b).rows
+    assert dict(zip(rows["compile"], rows["side"], strict=True)) == {"eager": "both", "inductor": "A only"}
+
+
 def test_scaled_down_smoke_cases_never_join_the_articles_figures():
     with pytest.raises(CompareError, match="no profile in common"):
         compare_result_sets(read_result_set(FIXTURES / "run-mps-smoke.json"), read_result_set(ARTICLE_CUDA))
@@ -427,6 +483,12 @@ def test_a_measured_run_joins_the_article_on_model_and_stated_mode():
 
 
 @pytest.fixture
+def compiled_comparison():
+    run = read_result_set(FIXTURES / "run-cuda-compiled.json")
+    return compare_result_sets(run, read_result_set(FIXTURES / "baseline-cuda-compiled.json"))
+
+
+@pytest.fixture
 def fixture_comparison():
     run, baseline = read_result_set(FIXTURES / "run-mps.json"), read_result_set(FIXTURES / "baseline-cuda.json")
     return compare_result_sets(run, baseline)
@@ -436,6 +498,22 @@ def test_table_shows_times_in_milliseconds_to_three_figures(fixture_comparison):
     table = display_table(fixture_comparison)
     bert = table[(table["model"] == "bert-base") & (table["batch"] == "8")].iloc[0]
     assert (bert["A ms"], bert["B ms"], bert["B/A"]) == ("50.0", "25.0", "0.50")
+
+
+def test_table_of_eager_cases_has_no_compile_column(fixture_comparison):
+    assert "compile" not in display_table(fixture_comparison).columns
+    assert not any(line.startswith("compile =") for line in legend_lines(fixture_comparison))
+
+
+def test_table_shows_the_compile_mode_where_a_row_is_compiled(compiled_comparison):
+    table = display_table(compiled_comparison)
+    columns = list(table.columns)
+    assert columns[columns.index("profile") + 1] == "compile"
+    assert set(table["compile"]) == {"eager", "inductor", "reduce-overhead", "cuda-graph"}
+
+
+def test_legend_says_cases_join_only_the_same_compile_mode(compiled_comparison):
+    assert any("a case joins only the same compile mode" in line for line in legend_lines(compiled_comparison))
 
 
 def test_table_marks_unstated_fields_with_a_question_mark():
@@ -471,7 +549,7 @@ def test_legend_of_mps_against_cuda_recalls_the_articles_ratio(fixture_compariso
 
 
 def test_csv_keeps_seconds(fixture_comparison):
-    assert "bert-base,infer,fp32,8,standard,both,mps,cuda,0.05,0.025,0.5," in render_csv(fixture_comparison)
+    assert "bert-base,infer,fp32,8,standard,eager,both,mps,cuda,0.05,0.025,0.5," in render_csv(fixture_comparison)
 
 
 def test_summary_line_gives_the_geometric_mean_and_one_sided_counts(fixture_comparison):
@@ -491,7 +569,15 @@ def test_chart_data_is_the_geometric_mean_per_model_and_dtype():
     a = run_set(case(time_s=0.1), case(batch_size=64, time_s=0.1))
     b = baseline_set(case(time_s=0.4), case(batch_size=64, time_s=0.025))
     data = ratio_chart_data(compare_result_sets(a, b).rows)
-    assert data.to_dict("records") == [{"model": "resnet18", "dtype": "fp32", "ratio_b_over_a": 1.0, "rows": 2}]
+    assert data.to_dict("records") == [
+        {"model": "resnet18", "dtype": "fp32", "compile": "eager", "ratio_b_over_a": 1.0, "rows": 2}
+    ]
+
+
+def test_chart_data_keeps_compile_modes_apart(compiled_comparison):
+    data = ratio_chart_data(compiled_comparison.rows)
+    resnet = data[data["model"] == "resnet18"].set_index("compile")["ratio_b_over_a"].to_dict()
+    assert resnet == pytest.approx({"eager": 0.5, "inductor": 0.25})
 
 
 def test_chart_is_written_as_png(fixture_comparison, tmp_path):
@@ -564,6 +650,14 @@ def test_command_defaults_compare_a_smoke_run_with_the_smoke_cases_of_the_cuda_b
     status = main(["--runs-dir", str(runs), "--baselines-dir", str(baselines), "--output-dir", str(tmp_path / "out")])
     out = capsys.readouterr().out
     assert (status, "over 1 joined row(s): 0.20" in out, "0 row(s) only in A, 0 only in B" in out) == (0, True, True)
+
+
+def test_command_joins_compiled_cases_of_two_machines(tmp_path, capsys):
+    run, baseline = FIXTURES / "run-cuda-compiled.json", FIXTURES / "baseline-cuda-compiled.json"
+    status = main([str(run), str(baseline), "--output-dir", str(tmp_path), "--no-chart"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "over 4 joined row(s): 0.47" in out and "1 row(s) only in A, 1 only in B" in out
 
 
 def test_command_without_cuda_baselines_asks_for_b(tmp_path, capsys):

@@ -190,7 +190,7 @@ def precision_gains(models: pd.DataFrame) -> pd.DataFrame:
     `speedup` = samples/s at the dtype / samples/s at fp32; `article_speedup` is the article's 1.30 on bf16
     training rows. Columns `PRECISION_COLUMNS`; empty when no bf16 or fp16 row exists.
     """
-    pairs = _pair(*_precision_sides(models), PRECISION_KEY, "bf16 or fp16", "fp32")
+    pairs = _pair(*_precision_sides(models), PRECISION_KEY, "bf16 or fp16", "fp32", told_apart_by=["dtype"])
     if pairs.empty:
         return _empty(PRECISION_COLUMNS)
     trains_bf16 = (pairs["dtype"] == "bf16") & pairs["mode"].str.startswith("train")
@@ -320,13 +320,18 @@ def _in_play(variants: pd.DataFrame, bases: pd.DataFrame, key: list[str]) -> pd.
                      index=bases.index, dtype=bool)
 
 
-def _pair(variants: pd.DataFrame, bases: pd.DataFrame, key: list[str], variant: str, base: str) -> pd.DataFrame:
+def _pair(
+    variants: pd.DataFrame, bases: pd.DataFrame, key: list[str], variant: str, base: str,
+    told_apart_by: Sequence[str] = (),
+) -> pd.DataFrame:
     """Variant rows joined to their base row on `key`, unpaired rows of either side kept; the base's columns
-    end in `_base`. Adds `comparable` (both sides, one config, samples/s known) and `note` (why not)."""
+    end in `_base`. Several variants may share one base row when the columns `told_apart_by` tell them apart
+    (bf16 and fp16 against one fp32 row). Adds `comparable` (both sides, one config, samples/s known) and `note`
+    (why not)."""
     if variants.empty:
         return pd.DataFrame()
     bases = bases[_in_play(variants, bases, key)]
-    _check_unique(variants, key, f"{variant} case")
+    _check_unique(variants, [*key, *told_apart_by], f"{variant} case")
     _check_unique(bases, key, f"{base} case")
     pairs = variants.merge(bases, on=key, how="outer", suffixes=("", "_base"), indicator=True).reset_index(drop=True)
     both = pairs["_merge"] == "both"

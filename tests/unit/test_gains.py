@@ -123,6 +123,13 @@ def test_fp16_is_compared_with_fp32_like_bf16():
     assert row(table, dtype="fp16")["speedup"] == pytest.approx(1.8)
 
 
+def test_bf16_and_fp16_of_one_case_both_meet_its_fp32_row():
+    table = precision_gains(results(
+        model("fp32", samples_per_s=100.0), model("bf16", samples_per_s=130.0), model("fp16", samples_per_s=150.0),
+    ).models)
+    assert table.set_index("dtype")["speedup"].to_dict() == pytest.approx({"bf16": 1.3, "fp16": 1.5})
+
+
 def test_a_mixed_precision_row_without_fp32_is_listed_as_such(fixture_results):
     table = precision_gains(fixture_results.models)
     fp16 = row(table, model="sd15-unet", batch_size=1)

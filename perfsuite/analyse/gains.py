@@ -29,6 +29,7 @@ import pandas as pd
 
 from perfsuite.analyse.compare import (
     CASE_COLUMNS,
+    EAGER,
     REQUIRED_FACTS,
     CompareError,
     json_object,
@@ -48,9 +49,10 @@ ARTICLE_BF16_CLAIM = (
 ARTICLE_WORKERS_ADVICE = "article, section 4.2: num_workers 2-4 on a Mac (more fragments memory); mmap for large data"
 ARTICLE_WORKERS_RANGE = (2, 4)
 
-PRECISION_KEY = ["device", "model", "mode", "batch_size", "profile"]
-CHECKPOINT_KEY = ["device", "dtype", "model", "batch_size", "profile"]
-CHANNELS_LAST_KEY = ["device", "dtype", "model", "plain_mode", "batch_size", "profile"]
+# Every table pairs rows of one compile mode: a compiled bf16 row meets the compiled fp32 row, never the eager one.
+PRECISION_KEY = ["device", "model", "mode", "batch_size", "profile", "compile"]
+CHECKPOINT_KEY = ["device", "dtype", "model", "batch_size", "profile", "compile"]
+CHANNELS_LAST_KEY = ["device", "dtype", "model", "plain_mode", "batch_size", "profile", "compile"]
 LOADER_GROUP = ["device", "profile", "storage", "pin_memory"]
 
 PRECISION_COLUMNS = (
@@ -61,7 +63,7 @@ CHECKPOINT_COLUMNS = (
     "memory_saved_fraction", "train_samples_per_s", "checkpoint_samples_per_s", "time_paid_fraction", "note",
 )
 CHANNELS_LAST_COLUMNS = (
-    "device", "dtype", "model", "mode", "batch_size", "profile", "plain_samples_per_s",
+    "device", "dtype", "model", "mode", "batch_size", "profile", "compile", "plain_samples_per_s",
     "channels_last_samples_per_s", "speedup", "note",
 )
 LOADER_COLUMNS = (
@@ -185,7 +187,8 @@ def _positive_number(value: object) -> float | None:
 
 
 def precision_gains(models: pd.DataFrame) -> pd.DataFrame:
-    """bf16 and fp16 rows against the fp32 row of the same device, model, mode, batch size and profile.
+    """bf16 and fp16 rows against the fp32 row of the same device, model, mode, batch size, profile and compile
+    mode.
 
     `speedup` = samples/s at the dtype / samples/s at fp32; `article_speedup` is the article's 1.30 on bf16
     training rows. Columns `PRECISION_COLUMNS`; empty when no bf16 or fp16 row exists.
@@ -205,7 +208,8 @@ def precision_gains(models: pd.DataFrame) -> pd.DataFrame:
 
 
 def checkpoint_gains(models: pd.DataFrame) -> pd.DataFrame:
-    """`train-checkpoint` rows against the `train` row of the same device, dtype, model, batch size and profile.
+    """`train-checkpoint` rows against the `train` row of the same device, dtype, model, batch size, profile and
+    compile mode.
 
     `memory_saved_bytes` = train's memory figure - train-checkpoint's, `memory_saved_fraction` that over
     train's, both only where the two record the same memory figure; `time_paid_fraction` = extra time per
@@ -239,7 +243,7 @@ def checkpoint_gains(models: pd.DataFrame) -> pd.DataFrame:
 
 def channels_last_gains(models: pd.DataFrame) -> pd.DataFrame:
     """`*-channels-last` rows against their plain mode (`train`, `infer`) of the same device, dtype, model,
-    batch size and profile; `speedup` = channels_last samples/s / plain samples/s. Columns
+    batch size, profile and compile mode; `speedup` = channels_last samples/s / plain samples/s. Columns
     `CHANNELS_LAST_COLUMNS`; empty when no channels-last row exists."""
     pairs = _pair(*_channels_last_sides(models), CHANNELS_LAST_KEY, "channels-last", "plain")
     if pairs.empty:
@@ -249,7 +253,9 @@ def channels_last_gains(models: pd.DataFrame) -> pd.DataFrame:
     table["channels_last_samples_per_s"] = pairs["samples_per_s"]
     table["speedup"] = _ratio(pairs["samples_per_s"], pairs["samples_per_s_base"], pairs["comparable"])
     table["note"] = pairs["note"]
-    return _sorted(table, ["device", "dtype", "model", "mode", "batch_size", "profile"])[list(CHANNELS_LAST_COLUMNS)]
+    return _sorted(table, ["device", "dtype", "model", "mode", "batch_size", "profile", "compile"])[
+        list(CHANNELS_LAST_COLUMNS)
+    ]
 
 
 def loader_throughput(loaders: pd.DataFrame) -> pd.DataFrame:
@@ -431,7 +437,7 @@ def display_tables(result: Gains) -> dict[str, pd.DataFrame]:
         })
     if not result.channels_last.empty:
         cl = result.channels_last
-        shown["channels-last"] = _cells(cl[["device", "dtype", "model", "mode", "batch_size", "profile"]]).assign(**{
+        shown["channels-last"] = _cells(cl[list(CHANNELS_LAST_COLUMNS[:7])]).assign(**{
             "plain samples/s": cl["plain_samples_per_s"].map(_figure),
             "channels_last samples/s": cl["channels_last_samples_per_s"].map(_figure),
             "speed-up": cl["speedup"].map(_speedup),
@@ -455,7 +461,17 @@ def display_tables(result: Gains) -> dict[str, pd.DataFrame]:
     for name in ("dataloader", "best-workers"):
         if name in shown:
             shown[name]["pin_memory"] = shown[name]["pin_memory"].map({"True": "on", "False": "off"})
-    return {name: table.rename(columns={"batch_size": "batch", "pin_memory": "pin"}) for name, table in shown.items()}
+    return {
+        name: _without_eager_only_compile(table).rename(columns={"batch_size": "batch", "pin_memory": "pin"})
+        for name, table in shown.items()
+    }
+
+
+def _without_eager_only_compile(table: pd.DataFrame) -> pd.DataFrame:
+    """The table without its compile column when every row is eager: a column that says nothing."""
+    if "compile" in table.columns and (table["compile"] == EAGER).all():
+        return table.drop(columns="compile")
+    return table
 
 
 def legend_lines(result: Gains, table: str) -> list[str]:

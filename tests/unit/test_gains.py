@@ -38,7 +38,8 @@ def fixture_results() -> Results:
 
 def model(dtype="fp32", mode="train", batch_size=32, samples_per_s=100.0, model_name="resnet18", device="mps",
           **extra):
-    benchmark_id = f"{device}-{dtype}-{model_name}-bs{batch_size}-{mode}"
+    compiled = f"-{extra['compile']}" if extra.get("compile", "eager") != "eager" else ""
+    benchmark_id = f"{device}-{dtype}-{model_name}-bs{batch_size}-{mode}{compiled}"
     facts = {"device": device, "dtype": dtype, "model": model_name, "batch_size": batch_size, "mode": mode,
              "profile": "standard", "samples_per_s": samples_per_s, "memory_figure": "mps_driver_allocated_bytes",
              "memory_bytes": GiB, "config_digest": "same", **extra}
@@ -130,6 +131,19 @@ def test_bf16_and_fp16_of_one_case_both_meet_its_fp32_row():
     assert table.set_index("dtype")["speedup"].to_dict() == pytest.approx({"bf16": 1.3, "fp16": 1.5})
 
 
+def test_mixed_precision_meets_fp32_of_its_own_compile_mode():
+    table = precision_gains(results(
+        model("fp32", samples_per_s=100.0), model("bf16", samples_per_s=130.0),
+        model("fp32", samples_per_s=200.0, compile="inductor"), model("bf16", samples_per_s=300.0, compile="inductor"),
+    ).models)
+    assert table.set_index("compile")["speedup"].to_dict() == pytest.approx({"eager": 1.3, "inductor": 1.5})
+
+
+def test_a_compiled_mixed_precision_row_never_meets_an_eager_fp32_row():
+    table = precision_gains(results(model("fp32"), model("bf16", compile="inductor")).models)
+    assert row(table, dtype="bf16")["note"] == "no fp32 run to compare with"
+
+
 def test_a_mixed_precision_row_without_fp32_is_listed_as_such(fixture_results):
     table = precision_gains(fixture_results.models)
     fp16 = row(table, model="sd15-unet", batch_size=1)
@@ -187,6 +201,15 @@ def test_memory_is_not_compared_across_different_memory_figures():
     assert only["note"].startswith("memory figures differ (mps_driver_allocated_bytes vs mps_current_allocated")
 
 
+def test_checkpointing_meets_train_of_its_own_compile_mode():
+    table = checkpoint_gains(results(
+        model(mode="train", samples_per_s=100.0), model(mode="train-checkpoint", samples_per_s=80.0),
+        model(mode="train", samples_per_s=200.0, compile="inductor"),
+        model(mode="train-checkpoint", samples_per_s=100.0, compile="inductor"),
+    ).models)
+    assert table.set_index("compile")["time_paid_fraction"].to_dict() == pytest.approx({"eager": 0.25, "inductor": 1.0})
+
+
 def test_a_checkpoint_row_without_its_train_row_is_listed_as_such(fixture_results):
     alone = row(checkpoint_gains(fixture_results.models), batch_size=128)
     assert alone["note"] == "no train run to compare with"
@@ -199,6 +222,15 @@ def test_channels_last_speedup_is_over_the_plain_mode(fixture_results):
     table = channels_last_gains(fixture_results.models)
     assert row(table, mode="train", dtype="fp32")["speedup"] == pytest.approx(1.25)
     assert row(table, mode="infer", dtype="fp32", batch_size=64)["speedup"] == pytest.approx(0.80)
+
+
+def test_channels_last_meets_the_plain_mode_of_its_own_compile_mode():
+    table = channels_last_gains(results(
+        model(mode="infer", samples_per_s=100.0, compile="cuda-graph"),
+        model(mode="infer-channels-last", samples_per_s=120.0, compile="cuda-graph"),
+        model(mode="infer", samples_per_s=50.0),
+    ).models)
+    assert row(table, compile="cuda-graph")["speedup"] == pytest.approx(1.2)
 
 
 def test_a_channels_last_row_without_its_plain_row_is_listed_as_such(fixture_results):
@@ -243,6 +275,18 @@ def test_text_shows_the_articles_claim_beside_the_measured_speedup(fixture_resul
     text = render(gains(fixture_results), "text", ["precision"])
     training = next(line for line in text.splitlines() if "resnet18 train" in line and "bf16" in line)
     assert re.search(r"260 +1\.30x +1\.30x \(M2 Pro\)", training)
+
+
+def test_text_of_eager_rows_only_has_no_compile_column(fixture_results):
+    text = render(gains(fixture_results), "text", ["precision", "checkpoint", "channels-last"])
+    assert "compile" not in text
+
+
+def test_text_shows_the_compile_mode_where_a_row_is_compiled():
+    result = gains(results(model("fp32"), model("bf16"), model("fp32", compile="inductor"),
+                           model("bf16", compile="inductor")))
+    header = render(result, "text", ["precision"]).splitlines()[2].split()
+    assert header[header.index("profile") + 1] == "compile"
 
 
 def test_text_tells_how_to_get_a_table_that_has_no_rows():

@@ -1,18 +1,22 @@
 """What the source article's advice gains, measured: one run's results set side by side with their partners.
 
-Four tables from one pytest-benchmark JSON (`--benchmark-json`):
+Five tables from one pytest-benchmark JSON (`--benchmark-json`):
 
 1. precision: bf16 / fp16 (autocast) samples/s over fp32, per device, model, mode, batch size and profile,
    beside the article's claim (section 2.2) that bf16 makes training 30% faster on an M2 Pro;
 2. checkpoint: `train-checkpoint` against `train`: memory saved and time paid, where both record the
    same memory figure;
 3. channels-last: `train-channels-last` / `infer-channels-last` samples/s over `train` / `infer`;
-4. dataloader: samples/s per storage, pin_memory and num_workers, and the best num_workers, beside the
+4. compile: samples/s of each compile mode (inductor, reduce-overhead, cuda-graph) over eager, with the
+   compiled case's first-call seconds and graph breaks and both sides' GPU busy share;
+5. dataloader: samples/s per storage, pin_memory and num_workers, and the best num_workers, beside the
    article's advice of 2-4 workers on a Mac (section 4.2).
 
-A variant whose partner did not run (or ran with another model config: `config_digest` differs) is listed
-with a note, and so is a partner without its variant where the variant ran at another batch size; the
-legend counts the partner rows with no variant at all, which are not shown.
+Every table pairs rows of one compile mode only. A variant whose partner did not run (or ran with another
+model config: `config_digest` differs; for the compile table, whose digests differ by design, the parameter
+count or FLOPs per step differ) is listed with a note, and so is a partner without its variant where the
+variant ran at another batch size; the legend counts the partner rows with no variant at all, which are not
+shown.
 
 Everything here is pure: a parsed JSON document in, frames and text out; times in seconds, memory in bytes
 and gains as ratios inside the code, percent only on display.
@@ -21,7 +25,7 @@ and gains as ratios inside the code, percent only on display.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,10 +39,11 @@ from perfsuite.analyse.compare import (
     json_object,
     result_set_from_document,
 )
+from perfsuite.matrix.axes import COMPILE_MODES
 from perfsuite.render.comparison import markdown_table
 from perfsuite.render.units import format_bytes, format_seconds
 
-TABLES = ("precision", "checkpoint", "channels-last", "dataloader")
+TABLES = ("precision", "checkpoint", "channels-last", "compile", "dataloader")
 FORMATS = ("text", "md", "csv")
 
 ARTICLE_BF16_TRAINING_SPEEDUP = 1.30
@@ -53,6 +58,7 @@ ARTICLE_WORKERS_RANGE = (2, 4)
 PRECISION_KEY = ["device", "model", "mode", "batch_size", "profile", "compile"]
 CHECKPOINT_KEY = ["device", "dtype", "model", "batch_size", "profile", "compile"]
 CHANNELS_LAST_KEY = ["device", "dtype", "model", "plain_mode", "batch_size", "profile", "compile"]
+COMPILE_KEY = ["device", "dtype", "model", "mode", "batch_size", "profile"]
 LOADER_GROUP = ["device", "profile", "storage", "pin_memory"]
 
 PRECISION_COLUMNS = (
@@ -65,6 +71,11 @@ CHECKPOINT_COLUMNS = (
 CHANNELS_LAST_COLUMNS = (
     "device", "dtype", "model", "mode", "batch_size", "profile", "compile", "plain_samples_per_s",
     "channels_last_samples_per_s", "speedup", "note",
+)
+COMPILE_COLUMNS = (
+    *COMPILE_KEY, "compile", "eager_samples_per_s", "samples_per_s", "speedup", "compile_first_call_s",
+    "compile_graphs", "compile_graph_breaks", "eager_gpu_busy_fraction", "gpu_busy_fraction",
+    "compile_graph_break_reasons", "note",
 )
 LOADER_COLUMNS = (
     *LOADER_GROUP, "num_workers", "batch_size", "sample_shape", "samples_per_s", "startup_s",
@@ -85,8 +96,9 @@ class GainsError(Exception):
 
 @dataclass(frozen=True, eq=False)
 class Results:
-    """One run's rows: `models` has compare's case columns (`perfsuite.analyse.compare.CASE_COLUMNS`), `loaders` one
-    row per DataLoader case; `ignored` names benchmarks without perfsuite facts."""
+    """One run's rows: `models` has compare's case columns (`perfsuite.analyse.compare.CASE_COLUMNS`) and the
+    facts `MODEL_FACTS` (null where a run did not record one), `loaders` one row per DataLoader case; `ignored`
+    names benchmarks without perfsuite facts."""
 
     models: pd.DataFrame
     loaders: pd.DataFrame
@@ -95,11 +107,12 @@ class Results:
 
 @dataclass(frozen=True, eq=False)
 class Gains:
-    """The four tables (columns `*_COLUMNS`, code units) and what they leave out, by table name."""
+    """The five tables (columns `*_COLUMNS`, code units) and what they leave out, by table name."""
 
     precision: pd.DataFrame
     checkpoint: pd.DataFrame
     channels_last: pd.DataFrame
+    compiled: pd.DataFrame
     dataloader: pd.DataFrame
     best_workers: pd.DataFrame
     left_out: Mapping[str, str]
@@ -142,14 +155,45 @@ def results_from_document(document: object, source: str) -> Results:
             "--benchmark-json and pass that file"
         )
     try:
-        models = (
+        cases = (
             result_set_from_document({"benchmarks": model_benchmarks}, source).cases
             if model_benchmarks else pd.DataFrame(columns=list(CASE_COLUMNS))
         )
     except CompareError as error:
         raise GainsError(str(error)) from None
+    # compare reads the benchmarks in order, one case each: the facts line up with its rows.
+    facts = _model_facts([json_object(b.get("extra_info")) for b in model_benchmarks])
+    models = pd.concat([cases.reset_index(drop=True), facts], axis=1)
     loaders = pd.DataFrame(loader_records, columns=list(_LOADER_FIELDS))
     return Results(models, loaders, tuple(ignored))
+
+
+# What gains reads from a model case's extra_info beyond compare's case columns; compile facts only compiled
+# cases record, gpu_busy_fraction only CUDA ones.
+MODEL_FACTS = ("parameter_count", "flops_per_step", "compile_first_call_s", "compile_graphs", "compile_graph_breaks",
+               "compile_graph_break_reasons", "gpu_busy_fraction")
+_WHOLE_NUMBER_FACTS = ("parameter_count", "flops_per_step", "compile_graphs", "compile_graph_breaks")
+
+
+def _model_facts(extra_infos: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The `MODEL_FACTS` of each case: whole numbers as nullable integers, seconds and fractions as floats,
+    the graph-break reasons as text; null where absent or not a number."""
+    columns: dict[str, Any] = {}
+    for name in MODEL_FACTS:
+        values = [facts.get(name) for facts in extra_infos]
+        if name == "compile_graph_break_reasons":
+            columns[name] = pd.Series([v if isinstance(v, str) and v else None for v in values], dtype=object)
+        elif name in _WHOLE_NUMBER_FACTS:
+            counts = [v if isinstance(v, int) and not isinstance(v, bool) else None for v in values]
+            columns[name] = pd.Series(counts, dtype="Int64")
+        else:
+            measures = [float(v) if isinstance(v, (int, float)) and _is_finite_number(v) else None for v in values]
+            columns[name] = pd.Series(measures, dtype=float)
+    return pd.DataFrame(columns, columns=list(MODEL_FACTS))
+
+
+def _is_finite_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 _LOADER_FIELDS = ("benchmark_id", "device", "profile", "storage", "pin_memory", "num_workers", "batch_size",
@@ -258,6 +302,33 @@ def channels_last_gains(models: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
+def compile_gains(models: pd.DataFrame) -> pd.DataFrame:
+    """Each compiled row (inductor, reduce-overhead, cuda-graph) against the eager row of the same device, dtype,
+    model, mode, batch size and profile: `speedup` = compiled samples/s / eager samples/s, beside the compiled
+    case's first call in seconds (compilation or capture included), graphs and graph breaks, and both sides' GPU
+    busy fraction where recorded. A row slower than eager says that compilation did not pay. Columns
+    `COMPILE_COLUMNS`; empty when no compiled row exists."""
+    pairs = _pair(*_compile_sides(models), COMPILE_KEY, "compiled", "eager", told_apart_by=["compile"],
+                  configs_differ=_model_sizes_differ)
+    if pairs.empty:
+        return _empty(COMPILE_COLUMNS)
+    table = pairs[COMPILE_KEY].copy()
+    table["compile"] = pairs["compile"]
+    table["eager_samples_per_s"] = pairs["samples_per_s_base"]
+    table["samples_per_s"] = pairs["samples_per_s"]
+    table["speedup"] = _ratio(pairs["samples_per_s"], pairs["samples_per_s_base"], pairs["comparable"])
+    for name in ("compile_first_call_s", "compile_graphs", "compile_graph_breaks", "gpu_busy_fraction",
+                 "compile_graph_break_reasons"):
+        table[name] = pairs[name]
+    table["eager_gpu_busy_fraction"] = pairs["gpu_busy_fraction_base"]
+    table["note"] = pairs["note"]
+    table.loc[table["speedup"] < 1, "note"] = NOT_PAID
+    return _sorted(table, [*COMPILE_KEY, "compile"])[list(COMPILE_COLUMNS)]
+
+
+NOT_PAID = "slower than eager: compilation did not pay"
+
+
 def loader_throughput(loaders: pd.DataFrame) -> pd.DataFrame:
     """Every DataLoader row with `speedup_over_0_workers`: its samples/s over the num_workers=0 row of the
     same device, profile, storage and pin_memory (None where that row is absent). Columns `LOADER_COLUMNS`."""
@@ -287,16 +358,17 @@ def best_worker_counts(throughput: pd.DataFrame) -> pd.DataFrame:
 
 
 def gains(results: Results) -> Gains:
-    """All four tables of `results`, and a line per table on the rows it leaves out."""
+    """All five tables of `results`, and a line per table on the rows it leaves out."""
     models = results.models
     throughput = loader_throughput(results.loaders)
     left_out = {
         "precision": _left_out(*_precision_sides(models), PRECISION_KEY, "fp32", "bf16 or fp16"),
         "checkpoint": _left_out(*_checkpoint_sides(models), CHECKPOINT_KEY, "train", "train-checkpoint"),
         "channels-last": _left_out(*_channels_last_sides(models), CHANNELS_LAST_KEY, "train/infer", "channels-last"),
+        "compile": _left_out(*_compile_sides(models), COMPILE_KEY, "eager", "compiled"),
     }
-    return Gains(precision_gains(models), checkpoint_gains(models), channels_last_gains(models), throughput,
-                 best_worker_counts(throughput), {k: v for k, v in left_out.items() if v}, results.ignored)
+    return Gains(precision_gains(models), checkpoint_gains(models), channels_last_gains(models), compile_gains(models),
+                 throughput, best_worker_counts(throughput), {k: v for k, v in left_out.items() if v}, results.ignored)
 
 
 # Each table's two sides: the variant rows, and the rows they are measured against.
@@ -317,6 +389,10 @@ def _channels_last_sides(models: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFra
     return variants.assign(plain_mode=variants["mode"].str[: -len(suffix)]), bases.assign(plain_mode=bases["mode"])
 
 
+def _compile_sides(models: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return models[models["compile"] != EAGER], models[models["compile"] == EAGER]
+
+
 def _in_play(variants: pd.DataFrame, bases: pd.DataFrame, key: list[str]) -> pd.Series:
     """Which base rows have a variant at some batch size: those are listed even when unpaired, since a
     variant that ran at other batch sizes (e.g. past an out-of-memory limit) says the pairing was meant."""
@@ -328,12 +404,12 @@ def _in_play(variants: pd.DataFrame, bases: pd.DataFrame, key: list[str]) -> pd.
 
 def _pair(
     variants: pd.DataFrame, bases: pd.DataFrame, key: list[str], variant: str, base: str,
-    told_apart_by: Sequence[str] = (),
+    told_apart_by: Sequence[str] = (), configs_differ: ConfigsDiffer | None = None,
 ) -> pd.DataFrame:
     """Variant rows joined to their base row on `key`, unpaired rows of either side kept; the base's columns
     end in `_base`. Several variants may share one base row when the columns `told_apart_by` tell them apart
     (bf16 and fp16 against one fp32 row). Adds `comparable` (both sides, one config, samples/s known) and `note`
-    (why not)."""
+    (why not); `configs_differ` says which pairs measured different models (default: `config_digest` differs)."""
     if variants.empty:
         return pd.DataFrame()
     bases = bases[_in_play(variants, bases, key)]
@@ -341,20 +417,50 @@ def _pair(
     _check_unique(bases, key, f"{base} case")
     pairs = variants.merge(bases, on=key, how="outer", suffixes=("", "_base"), indicator=True).reset_index(drop=True)
     both = pairs["_merge"] == "both"
-    digests_differ = both & pairs["config_digest"].notna() & pairs["config_digest_base"].notna() & (
-        pairs["config_digest"] != pairs["config_digest_base"]
-    )
+    differ, why = (configs_differ or _digests_differ)(pairs)
+    differ = both & differ
     untimed = both & (pairs["samples_per_s"].isna() | pairs["samples_per_s_base"].isna())
-    pairs["comparable"] = both & ~digests_differ & ~untimed
+    pairs["comparable"] = both & ~differ & ~untimed
     pairs["note"] = ""
     pairs.loc[pairs["_merge"] == "left_only", "note"] = f"no {base} run to compare with"
     pairs.loc[pairs["_merge"] == "right_only", "note"] = f"no {variant} run to compare with"
     pairs.loc[untimed, "note"] = "no samples/s recorded (run without --benchmark-disable)"
-    pairs.loc[digests_differ, "note"] = (
+    pairs.loc[differ, "note"] = why[differ]
+    return pairs
+
+
+# Which pairs of a merged frame measured different models, and the note that says so.
+ConfigsDiffer = Callable[[pd.DataFrame], tuple[pd.Series, pd.Series]]
+
+
+def _digests_differ(pairs: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    differ = _known_and_different(pairs["config_digest"], pairs["config_digest_base"])
+    why = (
         "model configs differ (config_digest " + pairs["config_digest_base"].astype(str) + " vs "
         + pairs["config_digest"].astype(str) + "): not compared"
     )
-    return pairs
+    return differ, why
+
+
+def _model_sizes_differ(pairs: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    # A compiled case's config_digest hashes its compile mode too (perfsuite.run.steps.config_digest), so it never
+    # equals the eager one's; the parameter count and FLOPs per step say whether both measured one model and input.
+    names = ("parameter_count", "flops_per_step")
+    differs = {name: _known_and_different(pairs[name], pairs[f"{name}_base"]) for name in names}
+    why = [
+        "model differs (" + ", ".join(
+            f"{name} {pairs.at[i, f'{name}_base']} vs {pairs.at[i, name]}" for name in names if differs[name][i]
+        ) + "): not compared"
+        for i in pairs.index
+    ]
+    return differs["parameter_count"] | differs["flops_per_step"], pd.Series(why, index=pairs.index, dtype=object)
+
+
+def _known_and_different(values: pd.Series, base_values: pd.Series) -> pd.Series:
+    """True where both values are known and differ."""
+    known = values.notna() & base_values.notna()
+    return pd.Series([bool(k and a != b) for k, a, b in zip(known, values, base_values, strict=True)],
+                     index=values.index, dtype=bool)
 
 
 def _check_unique(rows: pd.DataFrame, key: list[str], what: str) -> None:
@@ -384,7 +490,14 @@ def _ratio(numerator: pd.Series, denominator: pd.Series, comparable: pd.Series) 
 
 
 def _sorted(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    return table.sort_values(by, kind="stable", na_position="last").reset_index(drop=True)
+    # Compile modes sort in their declared order (eager first), other columns by value.
+    return table.sort_values(by, kind="stable", na_position="last", key=_sort_key).reset_index(drop=True)
+
+
+def _sort_key(column: pd.Series) -> pd.Series:
+    if column.name != "compile":
+        return column
+    return column.map(lambda mode: COMPILE_MODES.index(mode) if mode in COMPILE_MODES else len(COMPILE_MODES))
 
 
 def _empty(columns: Sequence[str]) -> pd.DataFrame:
@@ -398,6 +511,7 @@ _TITLES = {
     "precision": "Mixed precision: samples/s at bf16 / fp16 (autocast) over fp32",
     "checkpoint": "Gradient checkpointing: train-checkpoint against train",
     "channels-last": "channels_last memory format against the default",
+    "compile": "torch.compile and CUDA graphs: samples/s of each compile mode over eager",
     "dataloader": "DataLoader: samples/s per storage, pin_memory and num_workers",
     "best-workers": "DataLoader: the best num_workers",
 }
@@ -406,6 +520,7 @@ _HOW_TO_GET = {
     "checkpoint": "no train-checkpoint results: run with --perf-mode train,train-checkpoint",
     "channels-last": "no channels-last results: run with --perf-mode train,train-channels-last,infer,"
     "infer-channels-last",
+    "compile": "no compiled results: run with --perf-compile eager,inductor (and reduce-overhead,cuda-graph on CUDA)",
     "dataloader": "no DataLoader results: run tests/benchmarks/test_dataloader.py with --benchmark-only",
 }
 
@@ -442,6 +557,19 @@ def display_tables(result: Gains) -> dict[str, pd.DataFrame]:
             "channels_last samples/s": cl["channels_last_samples_per_s"].map(_figure),
             "speed-up": cl["speedup"].map(_speedup),
             "note": cl["note"],
+        })
+    if not result.compiled.empty:
+        c = result.compiled
+        shown["compile"] = _cells(c[[*COMPILE_KEY, "compile"]]).assign(**{
+            "eager samples/s": c["eager_samples_per_s"].map(_figure),
+            "samples/s": c["samples_per_s"].map(_figure),
+            "speed-up": c["speedup"].map(_speedup),
+            "first call": c["compile_first_call_s"].map(format_seconds),
+            "graphs": _cells(c[["compile_graphs"]])["compile_graphs"],
+            "graph breaks": _cells(c[["compile_graph_breaks"]])["compile_graph_breaks"],
+            "GPU busy eager": c["eager_gpu_busy_fraction"].map(_share),
+            "GPU busy": c["gpu_busy_fraction"].map(_share),
+            "note": c["note"],
         })
     if not result.dataloader.empty:
         d = result.dataloader
@@ -495,12 +623,37 @@ def legend_lines(result: Gains, table: str) -> list[str]:
                          "so the share saved is smaller than the share of activations saved.")
     elif table == "channels-last":
         lines.append("speed-up = samples/s in channels_last / samples/s in the default (contiguous) format.")
+    elif table == "compile":
+        lines.extend(_compile_legend(result.compiled))
     elif table == "dataloader":
         lines.append("vs 0 workers = samples/s over the same storage and pin_memory loaded in the main process; "
                      "start-up = first iterator to first batch (worker start included), not in samples/s.")
         lines.append(ARTICLE_WORKERS_ADVICE + ".")
     if table in result.left_out:
         lines.append(result.left_out[table] + ".")
+    return lines
+
+
+def _compile_legend(compiled: pd.DataFrame) -> list[str]:
+    lines = [
+        "speed-up = samples/s compiled / samples/s eager of the same case; below 1.00x compilation did not pay.",
+        "first call = seconds of the first compiled call, compilation included (cuda-graph: the capture), not in "
+        "samples/s; graphs and graph breaks as torch.compile counted them (cuda-graph compiles none; the reasons "
+        "are in --format csv); "
+        "GPU busy = GPU kernel time / step time (CUDA only).",
+        "Compiled and eager rows pair when their parameter count and FLOPs per step agree: a compiled case's "
+        "config_digest includes its compile mode, so it never equals the eager one's.",
+    ]
+    compared = compiled[compiled["speedup"].notna()]
+    slower = compared[compared["speedup"] < 1]
+    if slower.empty and not compared.empty:
+        lines.append(f"Compilation paid in all {len(compared)} compared row(s).")
+    elif not slower.empty:
+        names = ", ".join(
+            f"{r.model} {r.mode} {r.dtype} bs{r.batch_size} {r.compile} ({_speedup(r.speedup)})"
+            for r in slower.itertuples()
+        )
+        lines.append(f"Compilation did not pay in {len(slower)} of {len(compared)} compared row(s): {names}.")
     return lines
 
 
@@ -541,7 +694,7 @@ def _section(name: str, table: pd.DataFrame | None, output_format: str) -> list[
 
 def _csv_block(result: Gains, name: str) -> str:
     frames = {"precision": result.precision, "checkpoint": result.checkpoint,
-              "channels-last": result.channels_last, "dataloader": result.dataloader}
+              "channels-last": result.channels_last, "compile": result.compiled, "dataloader": result.dataloader}
     blocks = [(name, frames[name])]
     if name == "dataloader":
         blocks.append(("best-workers", result.best_workers))
@@ -569,6 +722,10 @@ def _speedup(ratio: Any) -> str:
 
 def _percent(fraction: Any) -> str:
     return f"{fraction:+.0%}" if _known(fraction) else ABSENT
+
+
+def _share(fraction: Any) -> str:
+    return f"{fraction:.0%}" if _known(fraction) else ABSENT
 
 
 def _bytes(size: Any) -> str:

@@ -1,9 +1,11 @@
 """`perfsuite gains RESULTS.json`: what the article's advice gains on this machine, from one run's results.
 
 RESULTS.json is the file a perfsuite benchmark run writes with --benchmark-json (or one pytest-benchmark
-saved under .benchmarks/). Four tables: bf16/fp16 against fp32 (beside the article's +30% bf16 training
+saved under .benchmarks/). Five tables: bf16/fp16 against fp32 (beside the article's +30% bf16 training
 claim), train-checkpoint against train (memory saved, time paid), channels_last against the default
-format, and DataLoader samples/s per storage, pin_memory and num_workers with the best num_workers.
+format, each compile mode (inductor, reduce-overhead, cuda-graph) against eager (speed-up, first-call
+seconds, graph breaks, GPU busy), and DataLoader samples/s per storage, pin_memory and num_workers with the
+best num_workers. Each table pairs rows of one compile mode only.
 Exit status: 0 when the tables were printed, 2 when the file cannot be read (the message says why).
 """
 
@@ -30,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--table", choices=TABLES, action="append",
-        help="print only this table; repeat for several (default: all four)",
+        help="print only this table; repeat for several (default: all five)",
     )
 
 

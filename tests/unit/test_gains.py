@@ -16,6 +16,7 @@ from perfsuite.analyse.gains import (
     best_worker_counts,
     channels_last_gains,
     checkpoint_gains,
+    compile_gains,
     gains,
     loader_throughput,
     precision_gains,
@@ -25,12 +26,18 @@ from perfsuite.analyse.gains import (
 from perfsuite.commands.gains import main
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gains" / "run-mps-and-loader.json"
+COMPILED = FIXTURE.with_name("run-cuda-compiled.json")
 GiB = 2**30
 
 
 @pytest.fixture(scope="module")
 def fixture_results() -> Results:
     return results_from_document(json.loads(FIXTURE.read_text()), str(FIXTURE))
+
+
+@pytest.fixture(scope="module")
+def compiled_results() -> Results:
+    return results_from_document(json.loads(COMPILED.read_text()), str(COMPILED))
 
 
 # --- small documents built in the tests (invented figures) ---------------------------------------------
@@ -56,6 +63,10 @@ def loader(num_workers=0, samples_per_s=100.0, storage="memory", **extra):
 
 def results(*benchmarks) -> Results:
     return results_from_document({"benchmarks": list(benchmarks)}, "run.json")
+
+
+def rows_with_speedup(table: pd.DataFrame) -> pd.DataFrame:
+    return table[table["speedup"].notna()]
 
 
 def row(table: pd.DataFrame, **fields) -> pd.Series:
@@ -238,6 +249,118 @@ def test_a_channels_last_row_without_its_plain_row_is_listed_as_such(fixture_res
     assert alone["note"] == "no plain run to compare with"
 
 
+# --- compile --------------------------------------------------------------------------------------------
+
+
+def test_compile_speedup_is_the_compiled_samples_per_s_over_eagers(compiled_results):
+    table = rows_with_speedup(compile_gains(compiled_results.models))
+    assert table.set_index("compile")["speedup"].to_dict() == pytest.approx(
+        {"inductor": 0.90, "reduce-overhead": 2.00, "cuda-graph": 1.50}
+    )
+
+
+def test_an_eager_row_that_does_not_name_its_compile_mode_is_the_eager_partner(compiled_results):
+    eager_facts = json.loads(COMPILED.read_text())["benchmarks"][0]["extra_info"]
+    assert "compile" not in eager_facts
+    assert row(compile_gains(compiled_results.models), compile="reduce-overhead")["eager_samples_per_s"] == 1000.0
+
+
+def test_compile_rows_are_listed_eager_first_then_in_the_declared_order(compiled_results):
+    resnet_infer = compile_gains(compiled_results.models).query("model == 'resnet18' and mode == 'infer'")
+    assert resnet_infer["compile"].tolist() == ["inductor", "reduce-overhead", "cuda-graph"]
+
+
+def test_a_compiled_row_slower_than_eager_says_compilation_did_not_pay(compiled_results):
+    inductor = row(compile_gains(compiled_results.models), model="resnet18", mode="infer", compile="inductor")
+    assert inductor["note"] == "slower than eager: compilation did not pay"
+
+
+def test_a_compiled_row_faster_than_eager_has_no_note(compiled_results):
+    assert row(compile_gains(compiled_results.models), compile="reduce-overhead")["note"] == ""
+
+
+def test_the_compile_table_keeps_the_first_call_graph_breaks_and_both_gpu_busy_fractions(compiled_results):
+    reduce_overhead = row(compile_gains(compiled_results.models), compile="reduce-overhead")
+    assert (reduce_overhead["compile_first_call_s"], reduce_overhead["compile_graph_breaks"]) == (5.0, 0)
+    assert (reduce_overhead["eager_gpu_busy_fraction"], reduce_overhead["gpu_busy_fraction"]) == (0.5, 0.9)
+
+
+def test_graph_break_reasons_are_kept(compiled_results):
+    bert = row(compile_gains(compiled_results.models), model="bert-base", compile="inductor")
+    assert (bert["compile_graph_breaks"], bert["compile_graph_break_reasons"]) == (
+        2, "Dynamic control flow is not supported (x2)"
+    )
+
+
+def test_compiled_and_eager_rows_pair_although_their_config_digests_differ():
+    table = compile_gains(results(
+        model(samples_per_s=100.0, config_digest="eager-digest", parameter_count=10, flops_per_step=1000),
+        model(samples_per_s=150.0, config_digest="inductor-digest", parameter_count=10, flops_per_step=1000,
+              compile="inductor"),
+    ).models)
+    assert row(table, compile="inductor")["speedup"] == pytest.approx(1.5)
+
+
+def test_compiled_and_eager_rows_of_different_parameter_counts_are_not_compared(compiled_results):
+    train = row(compile_gains(compiled_results.models), model="resnet18", mode="train")
+    assert pd.isna(train["speedup"])
+    assert train["note"] == "model differs (parameter_count 11689512 vs 11689513): not compared"
+
+
+def test_compiled_and_eager_rows_of_different_flops_per_step_are_not_compared():
+    table = compile_gains(results(
+        model(samples_per_s=100.0, flops_per_step=1000),
+        model(samples_per_s=150.0, flops_per_step=2000, compile="inductor"),
+    ).models)
+    assert row(table, compile="inductor")["note"] == "model differs (flops_per_step 1000 vs 2000): not compared"
+
+
+def test_a_compiled_row_without_its_eager_row_is_listed_as_such(compiled_results):
+    bert = row(compile_gains(compiled_results.models), model="bert-base", batch_size=32)
+    assert bert["note"] == "no eager run to compare with" and pd.isna(bert["speedup"])
+
+
+def test_an_eager_row_whose_case_ran_compiled_at_another_batch_size_is_listed(compiled_results):
+    assert row(compile_gains(compiled_results.models), model="bert-base", batch_size=16)["note"] == (
+        "no compiled run to compare with"
+    )
+
+
+def test_eager_rows_with_no_compiled_run_at_any_batch_size_are_counted_not_shown(compiled_results):
+    result = gains(compiled_results)
+    assert result.left_out["compile"] == (
+        "1 eager row(s) with no compiled run at any batch size are not shown (bert-base)"
+    )
+
+
+def test_no_compiled_rows_give_an_empty_compile_table(fixture_results):
+    assert compile_gains(fixture_results.models).empty
+
+
+def test_compile_legend_names_the_rows_where_compilation_did_not_pay(compiled_results):
+    text = render(gains(compiled_results), "text", ["compile"])
+    assert "Compilation did not pay in 1 of 3 compared row(s): resnet18 infer bf16 bs32 inductor (0.90x)." in text
+
+
+def test_compile_legend_says_when_compilation_paid_everywhere():
+    text = render(gains(results(model(samples_per_s=100.0), model(samples_per_s=150.0, compile="inductor"))),
+                  "text", ["compile"])
+    assert "Compilation paid in all 1 compared row(s)." in text
+
+
+def test_compile_text_shows_speedup_first_call_and_gpu_busy(compiled_results):
+    text = render(gains(compiled_results), "text", ["compile"])
+    reduce_overhead = next(line for line in text.splitlines() if "reduce-overhead" in line)
+    assert re.search(r"1000 +2000 +2\.00x +5 s +1 +0 +50% +90%", reduce_overhead)
+
+
+def test_csv_compile_block_keeps_seconds_and_fractions(compiled_results):
+    title, body = render(gains(compiled_results), "csv", ["compile"]).split("\n", 1)
+    table = pd.read_csv(io.StringIO(body))
+    assert title == "# compile"
+    assert row(table, compile="cuda-graph")[["compile_first_call_s", "gpu_busy_fraction"]].tolist() == [0.05, 0.95]
+
+
 # --- DataLoader ---------------------------------------------------------------------------------------
 
 
@@ -300,7 +423,8 @@ def test_text_says_which_benchmarks_were_ignored(fixture_results):
 
 def test_markdown_has_a_titled_table_per_section(fixture_results):
     text = render(gains(fixture_results), "md")
-    assert text.count("\n## ") + text.startswith("## ") == 5
+    # precision, checkpoint, channels-last, compile (how to get it), dataloader, best-workers
+    assert text.count("\n## ") + text.startswith("## ") == 6
     assert "| resnet18 | 64 | standard | mps_driver_allocated_bytes | 4 GiB | 3 GiB | 1 GiB (+25%) | +25% |" in text
 
 
@@ -336,6 +460,18 @@ def test_command_refuses_bad_input_with_a_message_and_status_2(tmp_path, capsys,
     assert main([str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"perfsuite gains: error: {path}: ") and message in err
+
+
+def test_command_prints_the_compile_table(capsys):
+    assert main([str(COMPILED), "--table", "compile"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("torch.compile and CUDA graphs: samples/s of each compile mode over eager")
+
+
+def test_command_prints_all_five_tables_by_default(capsys):
+    assert main([str(FIXTURE)]) == 0
+    out = capsys.readouterr().out
+    assert "no compiled results: run with --perf-compile eager,inductor" in out and "DataLoader" in out
 
 
 def test_command_refuses_a_missing_file_with_status_2(tmp_path, capsys):

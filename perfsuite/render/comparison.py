@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from perfsuite.analyse.compare import EAGER, KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
+from perfsuite.matrix.axes import COMPILE_MODES
 from perfsuite.render.units import format_percent, format_time_ratio
 
 NOT_STATED = "?"
@@ -191,7 +192,9 @@ def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
     with_compile = shows_compile_modes(comparison.rows)
     data["series"] = data["dtype"] + " " + data["compile"] if with_compile else data["dtype"]
     models = list(dict.fromkeys(data["model"]))
-    series = list(dict.fromkeys(sorted(data["series"])))
+    # Bars of one dtype side by side, eager first, then the compile modes in their declared order.
+    ordered = data.assign(compile_order=data["compile"].map(_compile_order)).sort_values(["dtype", "compile_order"])
+    series = list(dict.fromkeys(ordered["series"]))
     width = 0.8 / max(len(series), 1)
     figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.5), layout="constrained")
     axes = figure.add_subplot()
@@ -213,6 +216,10 @@ def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
     return path
+
+
+def _compile_order(compile_mode: str) -> int:
+    return COMPILE_MODES.index(compile_mode) if compile_mode in COMPILE_MODES else len(COMPILE_MODES)
 
 
 def _known(value: Any) -> bool:

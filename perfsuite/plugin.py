@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +15,13 @@ import pytest
 from perfsuite import settings as settings_module
 from perfsuite.errors import BadFileError, UsageError
 from perfsuite.gate import Gate, GateSettings, current_commit
-from perfsuite.matrix.cases import MatrixOptions, build_matrix, sweep_key, sweep_skip_reason
+from perfsuite.matrix.axes import ACCELERATOR_DEFAULT_PROFILE, CPU_DEFAULT_PROFILE
+from perfsuite.matrix.cases import MatrixOptions, build_matrix, runs_dataloader, sweep_key, sweep_skip_reason
 from perfsuite.records import Case, Measurement, Run
 from perfsuite.render import summary
+from perfsuite.render.results import render_results, render_results_markdown
 from perfsuite.run import devices
-from perfsuite.run.processes import ISOLATIONS, CaseOutcome, RoundSettings, measure_in_processes
+from perfsuite.run.processes import ISOLATIONS, CaseOutcome, RoundSettings, measure_in_processes, remaining_s
 from perfsuite.settings import Settings
 from perfsuite.workloads import default_model_names, registered_workloads
 
@@ -28,6 +32,9 @@ _OUT_OF_MEMORY_KEY = pytest.StashKey[dict[tuple[str, ...], int]]()
 _GATE_KEY = pytest.StashKey[Gate]()
 _WRITTEN_KEY = pytest.StashKey[list[str]]()
 _OUTCOMES_KEY = pytest.StashKey[dict[str, CaseOutcome]]()
+_MEASUREMENTS_KEY = pytest.StashKey[list[Measurement]]()
+_PROGRESS_KEY = pytest.StashKey["Progress"]()
+DATALOADER_MARKER = "perf_dataloader"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -112,6 +119,7 @@ def rootdir_moving_paths(args: Sequence[str], invocation_dir: Path) -> list[tupl
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf: a perfsuite benchmark case")
+    config.addinivalue_line("markers", f"{DATALOADER_MARKER}: a DataLoader case, selected with --perf-model dataloader")
     moving = rootdir_moving_paths(list(config.invocation_params.args), config.invocation_params.dir)
     if moving:
         given = " ".join(f"{option} {value}" for option, value in moving)
@@ -166,12 +174,82 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if chosen is None:
         return []
     options = chosen.matrix
-    return [
+    note = []
+    if not chosen.profile_chosen and options.profile == CPU_DEFAULT_PROFILE:
+        note = [
+            f"perfsuite: no accelerator is selected, so the {CPU_DEFAULT_PROFILE} profile runs (the same architectures "
+            f"scaled down, minutes on a few CPU cores); the article's sizes: add --perf-profile "
+            f"{ACCELERATOR_DEFAULT_PROFILE}"
+        ]
+    return note + [
         f"perfsuite: profile={options.profile} device={','.join(options.devices)} dtype={','.join(options.dtypes)} "
         f"model={','.join(options.models or default_model_names(registered_workloads()))} "
         f"compile={','.join(options.compile_modes)} "
         f"processes={chosen.processes}"
     ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under --benchmark-only only benchmarks are collected (the rest would only be skipped), and the DataLoader
+    cases only when no model is chosen or `dataloader` is among the models: the others are deselected."""
+    benchmark_only = bool(config.getoption("benchmark_only", False))
+    dataloader = runs_dataloader(session_settings(config).matrix)
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        is_benchmark = "benchmark" in getattr(item, "fixturenames", ())
+        wanted = (is_benchmark or not benchmark_only) and (dataloader or not item.get_closest_marker(DATALOADER_MARKER))
+        (kept if wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@dataclass
+class Progress:
+    """Per-case progress of a session measured in the pytest process: the benchmarks to run, how many are done
+    and since when."""
+
+    total: int
+    done: int = 0
+    start_s: float = field(default_factory=time.perf_counter)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    benchmarks = [item for item in session.items if "benchmark" in getattr(item, "fixturenames", ())]
+    if benchmarks and session.config.getoption("benchmark_only", False):
+        session.config.stash[_PROGRESS_KEY] = Progress(total=len(benchmarks))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """After each benchmark of a session measured in the pytest process, a line with the cases done, the time so
+    far and an estimate of what is left (with --perf-processes the processes' own lines say it instead)."""
+    result = yield
+    progress = item.config.stash.get(_PROGRESS_KEY, None)
+    if progress is not None and "benchmark" in getattr(item, "fixturenames", ()):
+        progress.done += 1
+        if session_settings(item.config).processes == 1:
+            show_now(item.config, progress_line(progress.done, progress.total, time.perf_counter() - progress.start_s))
+    return result
+
+
+def progress_line(done: int, total: int, elapsed_s: float) -> str:
+    """`perfsuite: 3/18 benchmarks in 41 s, about 3 min 25 s left`: the estimate is the mean time per benchmark so far
+    times the benchmarks left."""
+    left = remaining_s(elapsed_s, done, total)
+    estimate = "" if left is None or done == total else f", about {format_duration(left)} left"
+    return f"perfsuite: {done}/{total} benchmarks in {format_duration(elapsed_s)}{estimate}"
+
+
+def format_duration(seconds: float) -> str:
+    """41 s, 3 min 25 s, 1 h 02 min."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
@@ -303,6 +381,7 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
             gate.errors[case.benchmark_id] = f"{type(error).__name__}: {error}"
             raise
         if measurement is not None:
+            request.config.stash.setdefault(_MEASUREMENTS_KEY, []).append(measurement)
             _judge(gate, measurement)
         return measurement
 
@@ -331,8 +410,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         written += [f"recorded {path}" for path in files] + problems
         if problems:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    summary_dir = Path(session_settings(config).summary_dir)
-    written += [f"wrote {path}" for path in gate.write_summary(config.rootpath / summary_dir)]
+    summary_dir = config.rootpath / session_settings(config).summary_dir
+    written += [f"wrote {path}" for path in gate.write_summary(summary_dir)]
+    measurements = config.stash.get(_MEASUREMENTS_KEY, [])
+    results_path = summary_dir / "results.md"
+    results_path.write_text(
+        render_results_markdown(measurements, {v.benchmark_id: v.status for v in gate.verdicts}), encoding="utf-8"
+    )
+    written.append(f"wrote {results_path}")
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        written.append(
+            f"interrupted: the files hold the {len(measurements)} of {len(_session_cases(session))} cases measured "
+            "before the stop"
+        )
     config.stash[_WRITTEN_KEY] = written
 
 
@@ -340,6 +430,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     gate = config.stash.get(_GATE_KEY, None)
     if gate is None or (not gate.verdicts and not gate.errors):
         return
+    measurements = config.stash.get(_MEASUREMENTS_KEY, [])
+    if measurements:
+        terminalreporter.section("perfsuite results")
+        terminalreporter.write_line(render_results(measurements, {v.benchmark_id: v.status for v in gate.verdicts}))
     terminalreporter.section("perfsuite regression gate")
     terminalreporter.write_line(summary.render_terminal(gate.verdicts, gate.errors))
     for line in config.stash.get(_WRITTEN_KEY, []):

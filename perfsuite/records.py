@@ -191,6 +191,12 @@ class Measurement(RunMedians):
         """Samples per second at the measurement's median time."""
         return self.last.samples_per_step / self.median_s
 
+    @property
+    def tflops_per_s(self) -> float | None:
+        """TFLOP/s at the measurement's median time, where the step's FLOPs were counted."""
+        flops = self.last.flops_per_step
+        return None if not flops else flops / self.median_s / 1e12
+
 
 @dataclass(frozen=True)
 class StoredRun:

@@ -16,8 +16,11 @@ from typing import Any, TypeVar
 from perfsuite.errors import UsageError
 from perfsuite.judge.tolerances import parse_tolerance, parse_tolerance_table
 from perfsuite.matrix.axes import (
+    ACCELERATOR_DEFAULT_PROFILE,
     ALL_MODES,
     COMPILE_MODES,
+    CPU_DEFAULT_PROFILE,
+    DATALOADER_MODEL,
     DEFAULT_COMPILE_MODES,
     DEFAULT_DTYPES,
     DEVICES,
@@ -76,7 +79,8 @@ class Settings:
     `processes` is how many fresh processes measure each case (1: in the pytest process); `threads` torch's
     CPU threads in each (None: torch's default); `ddp_processes` the processes of a train-ddp step (None:
     one per CUDA GPU, 2 on the CPU); `machine` names this machine's baseline files instead of the hardware.
-    Tolerances: the command-line band for every case, else the per-id/per-model tables.
+    Tolerances: the command-line band for every case, else the per-id/per-model tables. `profile_chosen` says
+    whether the profile was given (else it follows the devices: `default_profile`).
     """
 
     matrix: MatrixOptions
@@ -91,6 +95,7 @@ class Settings:
     cli_memory_tolerance: float | None = None
     tolerances: Mapping[str, float] = field(default_factory=dict)
     memory_tolerances: Mapping[str, float] = field(default_factory=dict)
+    profile_chosen: bool = False
 
 
 def read_pyproject_table(pyproject: Path) -> dict[str, Any]:
@@ -155,14 +160,17 @@ def validate_settings(
         return origins.get(name, f"--perf-{name.replace('_', '-')}")
 
     devices = parse_names(raw.device, DEVICES, where("device")) if raw.device is not None else list(available_devices)
-    models = parse_names(raw.model, ["all", *workload_names], where("model")) if raw.model is not None else None
+    valid_models = ["all", *workload_names, DATALOADER_MODEL]
+    models = parse_names(raw.model, valid_models, where("model")) if raw.model is not None else None
     matrix = MatrixOptions(
         devices=devices,
         dtypes=parse_names(raw.dtype, DTYPES, where("dtype")) if raw.dtype is not None else DEFAULT_DTYPES,
-        models=None if models is None else list(workload_names) if "all" in models else models,
+        models=None if models is None else [*workload_names, DATALOADER_MODEL] if "all" in models else models,
         batch_sizes=parse_batch_sizes(raw.batch_size, where("batch_size")) if raw.batch_size is not None else None,
         modes=parse_names(raw.mode, ALL_MODES, where("mode")) if raw.mode is not None else MODES,
-        profile=_one_name(raw.profile, PROFILES, where("profile")) if raw.profile is not None else "standard",
+        profile=(
+            _one_name(raw.profile, PROFILES, where("profile")) if raw.profile is not None else default_profile(devices)
+        ),
         compile_modes=(
             parse_names(raw.compile, COMPILE_MODES, where("compile")) if raw.compile is not None
             else DEFAULT_COMPILE_MODES
@@ -181,7 +189,13 @@ def validate_settings(
         cli_memory_tolerance=_cli_tolerance(raw.memory_tolerance, where("memory_tolerance")),
         tolerances=_tolerance_table(raw.tolerance, where("tolerance")),
         memory_tolerances=_tolerance_table(raw.memory_tolerance, where("memory_tolerance")),
+        profile_chosen=raw.profile is not None,
     )
+
+
+def default_profile(devices: Sequence[str]) -> str:
+    """The profile when none is chosen: standard where an accelerator is among `devices`, smoke on the CPU alone."""
+    return ACCELERATOR_DEFAULT_PROFILE if any(d != "cpu" for d in devices) else CPU_DEFAULT_PROFILE
 
 
 def _one_name(raw: Any, valid: Sequence[str], where: str) -> str:

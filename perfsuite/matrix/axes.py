@@ -6,6 +6,12 @@ DEVICES = ("cpu", "cuda", "mps")
 DTYPES = ("fp32", "bf16", "fp16")
 DEFAULT_DTYPES = ("fp32", "bf16")
 PROFILES = ("smoke", "standard", "full")
+# The profile when none is chosen: the article's sizes where an accelerator runs, scaled-down models on a CPU alone
+# (the standard sizes take hours on a few CPU cores).
+ACCELERATOR_DEFAULT_PROFILE = "standard"
+CPU_DEFAULT_PROFILE = "smoke"
+# The --perf-model name of the DataLoader throughput cases (tests/benchmarks/test_dataloader.py), beside the models.
+DATALOADER_MODEL = "dataloader"
 MODES = ("train", "infer")
 # Variants of the two modes, selected with --perf-mode; each needs something of the workload (Workload.modes).
 VARIANT_MODES = ("train-checkpoint", "train-channels-last", "infer-channels-last", "train-ddp")

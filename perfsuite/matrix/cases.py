@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfsuite.errors import UsageError
-from perfsuite.matrix.axes import COMPILABLE_MODES, DEFAULT_COMPILE_MODES, DEFAULT_DTYPES, MODES, PROFILES
+from perfsuite.matrix.axes import (
+    COMPILABLE_MODES,
+    DATALOADER_MODEL,
+    DEFAULT_COMPILE_MODES,
+    DEFAULT_DTYPES,
+    MODES,
+    PROFILES,
+)
 from perfsuite.records import Case
 
 if TYPE_CHECKING:
@@ -90,7 +97,8 @@ def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> l
         raise UsageError(f"--perf-profile: unknown value {options.profile}; valid: {', '.join(PROFILES)}")
     from perfsuite.workloads import default_model_names
 
-    model_names = list(options.models) if options.models else default_model_names(workloads)
+    chosen = [m for m in options.models if m != DATALOADER_MODEL] if options.models else None
+    model_names = chosen if chosen is not None else default_model_names(workloads)
     cases = []
     for model in model_names:
         workload = workloads[model]
@@ -104,6 +112,11 @@ def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> l
                         for device in options.devices:
                             cases.append(Case(device, dtype, model, batch_size, mode, options.profile, compile_mode))
     return cases
+
+
+def runs_dataloader(options: MatrixOptions) -> bool:
+    """Whether the DataLoader cases run: with no model chosen, or when `dataloader` is among the models."""
+    return options.models is None or DATALOADER_MODEL in options.models
 
 
 def skip_reason(case: Case, facts: DeviceFacts) -> str | None:

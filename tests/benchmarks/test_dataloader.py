@@ -38,7 +38,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     params = []
     for case in build_loader_cases(options.devices, worker_counts, options.profile):
         reason = loader_skip_reason(case, facts.unavailable_reasons, pinning, torch_version)
-        marks = [pytest.mark.skip(reason=reason)] if reason else []
+        marks = [pytest.mark.perf_dataloader, *([pytest.mark.skip(reason=reason)] if reason else [])]
         params.append(pytest.param(case, id=case.benchmark_id, marks=marks))
     metafunc.parametrize("loader_case", params)
 

@@ -28,7 +28,8 @@ register_workload(Workload(
 ))
 '''
 RUN = ("--benchmark-only", "--perf-device", "cpu", "--perf-dtype", "fp32", "--perf-model", "sleeper",
-       "--benchmark-min-rounds", "15", "--benchmark-max-time", "0.05", "--perf-memory-tolerance", "0.5")
+       "--perf-profile", "standard", "--benchmark-min-rounds", "15", "--benchmark-max-time", "0.05",
+       "--perf-memory-tolerance", "0.5")
 BASELINE_GLOB = "baselines/cpu/*.json"
 
 

@@ -70,7 +70,9 @@ def test_skipped_cases_report_their_reason_when_run(user_project):
 def test_unknown_model_is_a_usage_error_naming_the_valid_ones(user_project):
     result = user_project.runpytest_subprocess("--collect-only", "--perf-model", "resnet")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --perf-model: unknown value resnet; valid: all, resnet18, *tiny-mlp"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: --perf-model: unknown value resnet; valid: all, resnet18, *tiny-mlp, dataloader"]
+    )
 
 
 def test_pyproject_settings_apply_and_the_command_line_wins(user_project):

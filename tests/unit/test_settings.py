@@ -83,7 +83,7 @@ def test_text_as_on_the_command_line_is_accepted_in_pyproject(tmp_path):
 
 
 def test_model_all_selects_every_model(tmp_path):
-    assert list(load(tmp_path, '[tool.perfsuite]\nmodel = "all"').matrix.models) == list(WORKLOADS)
+    assert list(load(tmp_path, '[tool.perfsuite]\nmodel = "all"').matrix.models) == [*WORKLOADS, "dataloader"]
 
 
 # --- errors name pyproject.toml and the key ----------------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""The results a person reads after a run: one table per device with the median step time, samples/s, TFLOP/s, the
+case's memory figure and its verdict. Pure functions from measurements and verdict names to text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from perfsuite.records import Measurement
+from perfsuite.render.units import format_bytes, format_seconds
+
+RESULT_COLUMNS = ("case", "median", "samples/s", "TFLOP/s", "memory", "memory figure", "runs", "verdict")
+
+
+def result_rows(measurements: Sequence[Measurement], verdicts: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
+    """Display rows by device, in the order measured; `verdicts` maps a benchmark id to its verdict."""
+    by_device: dict[str, list[dict[str, str]]] = {}
+    for measurement in measurements:
+        case, last = measurement.case, measurement.last
+        tflops = measurement.tflops_per_s
+        by_device.setdefault(case.device, []).append({
+            "case": case.benchmark_id.removeprefix(f"{case.device}-"),
+            "median": format_seconds(measurement.median_s),
+            "samples/s": f"{measurement.samples_per_s:.4g}",
+            "TFLOP/s": "-" if tflops is None else f"{tflops:.3g}",
+            "memory": format_bytes(last.memory_bytes),
+            "memory figure": last.memory_figure + ("" if _own_memory(measurement) else " (whole process so far)"),
+            "runs": str(len(measurement.runs)),
+            "verdict": verdicts.get(case.benchmark_id, "-"),
+        })
+    return by_device
+
+
+def _own_memory(measurement: Measurement) -> bool:
+    """Whether the memory figure is the case's own: a CPU peak RSS is only in a process the case had to itself."""
+    return measurement.case.device != "cpu" or all(run.facts.get("fresh_process") is True for run in measurement.runs)
+
+
+def render_results(measurements: Sequence[Measurement], verdicts: Mapping[str, str]) -> str:
+    """A fixed-width table per device, headed by the device's name; '' when nothing was measured."""
+    blocks = []
+    for device, rows in result_rows(measurements, verdicts).items():
+        table = pd.DataFrame(rows, columns=list(RESULT_COLUMNS)).to_string(index=False)
+        blocks.append(f"{device}:\n{table}")
+    return "\n\n".join(blocks)
+
+
+def render_results_markdown(measurements: Sequence[Measurement], verdicts: Mapping[str, str]) -> str:
+    """The same tables in markdown, a heading per device."""
+    lines = []
+    for device, rows in result_rows(measurements, verdicts).items():
+        lines += [f"## {device}", "", "| " + " | ".join(RESULT_COLUMNS) + " |",
+                  "|" + "|".join("---" for _ in RESULT_COLUMNS) + "|"]
+        lines += ["| " + " | ".join(row[c] for c in RESULT_COLUMNS) + " |" for row in rows]
+        lines.append("")
+    return "\n".join(lines)

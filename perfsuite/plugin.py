@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -106,7 +108,7 @@ def rootdir_moving_paths(args: Sequence[str], invocation_dir: Path) -> list[tupl
 
     pytest chooses its rootdir before plugins' options are known, reading `--perf-summary-dir /tmp/x` as an unknown
     flag and a test path `/tmp/x`: the rootdir then becomes a parent such as /tmp, and [tool.perfsuite], testpaths
-    and the baseline folder are silently lost. `--perf-summary-dir=/tmp/x` is read as one argument and is safe.
+    and the baseline folder would be silently lost. `--perf-summary-dir=/tmp/x` is read as one argument and is safe.
     """
     moving = []
     for option, value in zip(args, args[1:], strict=False):
@@ -117,11 +119,41 @@ def rootdir_moving_paths(args: Sequence[str], invocation_dir: Path) -> list[tupl
     return moving
 
 
+def joined_path_options(args: Sequence[str]) -> list[str]:
+    """`args` with every path option and its separate value written as one `--option=value` argument."""
+    joined: list[str] = []
+    index = 0
+    while index < len(args):
+        if args[index] in PATH_OPTIONS and index + 1 < len(args) and not args[index + 1].startswith("-"):
+            joined.append(f"{args[index]}={args[index + 1]}")
+            index += 2
+        else:
+            joined.append(args[index])
+            index += 1
+    return joined
+
+
+def relaunch_command(original_argv: Sequence[str], args: Sequence[str]) -> list[str] | None:
+    """The command line that runs this pytest again with the path options joined to their values, or None when
+    pytest's arguments are not the end of the interpreter's command line (pytest.main called from a program)."""
+    if not args or list(original_argv[-len(args):]) != list(args):
+        return None
+    return [*original_argv[: -len(args)], *joined_path_options(args)]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf: a perfsuite benchmark case")
     config.addinivalue_line("markers", f"{DATALOADER_MARKER}: a DataLoader case, selected with --perf-model dataloader")
-    moving = rootdir_moving_paths(list(config.invocation_params.args), config.invocation_params.dir)
+    args = list(config.invocation_params.args)
+    moving = rootdir_moving_paths(args, config.invocation_params.dir)
     if moving:
+        # Both spellings must behave alike: run again with `--option=value`, before anything was collected or
+        # written, so pytest picks the project's rootdir. Called as pytest.main(...) from a program, refuse instead.
+        command = relaunch_command(sys.orig_argv, args)
+        if command is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execv(sys.executable, command)
         given = " ".join(f"{option} {value}" for option, value in moving)
         written = " ".join(f"{option}={value}" for option, value in moving)
         raise pytest.UsageError(

@@ -139,14 +139,29 @@ def test_updating_keeps_the_entries_of_cases_not_run(project):
 
 
 @pytest.mark.parametrize("option", ["--perf-summary-dir", "--perf-baseline-dir"])
-def test_a_path_outside_the_project_given_as_a_separate_value_is_refused_naming_the_safe_spelling(
+def test_a_path_outside_the_project_given_as_a_separate_value_behaves_as_the_equals_spelling(
     project, tmp_path_factory, option
 ):
+    """pytest would take the separate value for a test path and move its rootdir; the run is relaunched with
+    `--option=value`, so the project's pyproject, testpaths and baselines stay."""
     elsewhere = tmp_path_factory.mktemp("elsewhere")
-    result = project.runpytest_subprocess(*RUN, option, str(elsewhere))
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{option} {elsewhere}: pytest takes a separate value*write {option}={elsewhere}"])
-    assert not list(elsewhere.iterdir())
+    result = project.runpytest_subprocess(*RUN, option, str(elsewhere), "--perf-update-baseline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"rootdir: {project.path}*"])
+    if option == "--perf-summary-dir":
+        assert (elsewhere / "summary.json").is_file() and list(project.path.glob(BASELINE_GLOB))
+    else:
+        assert list(elsewhere.glob("cpu/*.json")) and not list(project.path.glob(BASELINE_GLOB))
+
+
+def test_relaunch_joins_path_options_to_their_values_and_only_when_pytest_has_the_command_line_tail():
+    from perfsuite.plugin import joined_path_options, relaunch_command
+
+    args = ["--benchmark-only", "--perf-summary-dir", "/tmp/x", "--perf-baseline-dir=/b", "-q"]
+    joined = ["--benchmark-only", "--perf-summary-dir=/tmp/x", "--perf-baseline-dir=/b", "-q"]
+    assert joined_path_options(args) == joined
+    assert relaunch_command(["python", "-m", "pytest", *args], args) == ["python", "-m", "pytest", *joined]
+    assert relaunch_command(["python", "my_program.py"], args) is None
 
 
 def test_a_summary_folder_outside_the_project_written_with_equals_keeps_the_gate_and_its_baselines(

@@ -100,6 +100,9 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     digest = config_digest(workload.name, module, inputs, case.compile)
     if channels_last and base_mode(case.mode) == "train" and case.device in LAYOUT_CHECKED_DEVICES:
         check_channels_last_gradients(case, workload, module, inputs)
+    # Recorded with the result, so a channels_last training result says whether its gradients were checked.
+    checked = channels_last and base_mode(case.mode) == "train" and case.device in LAYOUT_CHECKED_DEVICES
+    layout_facts = {"channels_last_gradients_checked": True} if checked else {}
     if channels_last:
         # torch's stubs omit `memory_format`, which Module.to accepts (documented in torch.nn.Module.to).
         module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -130,7 +133,7 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
             return make_train_step(case, workload, runner, inputs, target)
 
     if case.compile == "eager":
-        return PreparedCase(case, step_with(module), parameter_count, digest)
+        return PreparedCase(case, step_with(module), parameter_count, digest, extra_facts=layout_facts)
     return prepare_compiled(case, workload, module, inputs, target, step_with, parameter_count, digest)
 
 

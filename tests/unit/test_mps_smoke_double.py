@@ -41,7 +41,7 @@ def pytest_sessionfinish(session):
 
 @pytest.fixture(scope="module")
 def smoke_result(tmp_path_factory):
-    """One run of a slice of the smoke matrix on the doubled MPS (resnet18 and bert-base; train, infer and
+    """One run of a slice of the smoke matrix on the doubled MPS (resnet18, bert-base and sd15-unet; train, infer and
     train-channels-last; fp32 and fp16), shared by the tests below: the finished process, the benchmarks by
     id, and what the double recorded."""
     project = tmp_path_factory.mktemp("mps-smoke")
@@ -49,7 +49,7 @@ def smoke_result(tmp_path_factory):
     (project / "test_models.py").write_text(MODELS_TEST.read_text())
     command = [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--perf-device", "mps",
-        "--perf-profile", "smoke", "--perf-model", "resnet18,bert-base", "--perf-mode",
+        "--perf-profile", "smoke", "--perf-model", "resnet18,bert-base,sd15-unet", "--perf-mode",
         "train,infer,train-channels-last", "--perf-dtype", "fp32,fp16", "--perf-warmup", "1",
         "--benchmark-max-time", "0.01", "--benchmark-min-rounds", "1", "--benchmark-json", "out.json", "-rs",
     ]
@@ -71,7 +71,15 @@ def test_every_runnable_case_was_timed(smoke_result):
         "mps-fp16-resnet18-bs4-infer-smoke",
         "mps-fp32-bert-base-bs2-train-smoke", "mps-fp16-bert-base-bs2-train-smoke",
         "mps-fp32-bert-base-bs2-infer-smoke", "mps-fp16-bert-base-bs2-infer-smoke",
+        "mps-fp32-sd15-unet-bs1-train-smoke", "mps-fp32-sd15-unet-bs1-infer-smoke",
+        "mps-fp16-sd15-unet-bs1-infer-smoke", "mps-fp32-sd15-unet-bs1-train-channels-last-smoke",
     ])
+
+
+def test_the_channels_last_training_step_is_checked_against_the_contiguous_layout_before_it_is_timed(smoke_result):
+    _, benchmarks, _ = smoke_result
+    checked = {name for name, b in benchmarks.items() if b["extra_info"].get("channels_last_gradients_checked")}
+    assert checked == {"mps-fp32-sd15-unet-bs1-train-channels-last-smoke"}
 
 
 def test_resnet18_channels_last_training_and_fp16_training_are_skipped_with_their_issues(smoke_result):

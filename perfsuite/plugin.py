@@ -375,7 +375,13 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
     larger batch sizes of its sweep; the session goes on with the next case.
     """
     from perfsuite.run.compiled import CaptureImpossible, WrongCompiledResult
-    from perfsuite.run.runner import CaseOutOfMemory, CompiledDuringRounds, NonFiniteLoss, run_case
+    from perfsuite.run.runner import (
+        CaseOutOfMemory,
+        CompiledDuringRounds,
+        NonFiniteLoss,
+        run_case,
+        warn_of_memory_growth,
+    )
 
     chosen = session_settings(request.config)
     out_of_memory = request.config.stash.setdefault(_OUT_OF_MEMORY_KEY, {})
@@ -413,6 +419,7 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
             gate.errors[case.benchmark_id] = f"{type(error).__name__}: {error}"
             raise
         if measurement is not None:
+            any(warn_of_memory_growth(run) for run in measurement.runs)  # one warning per case at most
             request.config.stash.setdefault(_MEASUREMENTS_KEY, []).append(measurement)
             _judge(gate, measurement)
         return measurement

@@ -220,6 +220,20 @@ def memory_figures_bytes(device: str) -> dict[str, int]:
     return {"cpu_peak_rss_bytes": _peak_rss_bytes()}
 
 
+def memory_in_use_bytes(device: str) -> int | None:
+    """The memory the process holds on `device` now: tensors allocated on CUDA or MPS, the resident set on the CPU
+    (Linux; None elsewhere, where only the peak is known)."""
+    if device == "cuda":
+        return int(torch.cuda.memory_allocated())
+    if device == "mps":
+        return int(torch.mps.current_allocated_memory())
+    try:
+        resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
 def free_cached_memory(device: str) -> None:
     """Drop Python garbage and the device allocator's cached blocks, so one case does not pay for another."""
     gc.collect()

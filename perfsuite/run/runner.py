@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -79,7 +81,10 @@ def run_case(
         devices.synchronize(case.device)
         devices.reset_memory_peak(case.device)
         before_rounds = DynamoCounts.now() if compiling else None
+        in_use_before_bytes = devices.memory_in_use_bytes(case.device)
         benchmark(prepared.timed_step)
+        devices.synchronize(case.device)
+        in_use_after_bytes = devices.memory_in_use_bytes(case.device)
         if before_warmup is not None and before_rounds is not None:
             prepared_facts["compile_warmup_frames"] = before_rounds.since(before_warmup).frames
             check_no_compilation(case, DynamoCounts.now().since(before_rounds), warmup_steps)
@@ -110,6 +115,8 @@ def run_case(
         devices.free_cached_memory(case.device)
     if not round_times_s:
         return None
+    if in_use_before_bytes is not None and in_use_after_bytes is not None:
+        prepared_facts["memory_growth_bytes"] = in_use_after_bytes - in_use_before_bytes
     facts: dict[str, Fact] = {
         **workload.extra_facts, **prepared_facts, **memory_bytes, "fresh_process": fresh_process,
     }
@@ -130,6 +137,51 @@ def run_case(
     )
     benchmark.extra_info.update(extra_info(run))
     return run
+
+
+class MemoryGrowthWarning(UserWarning):
+    """The memory a case holds grew across its timed rounds: its step keeps something alive (a leak)."""
+
+
+# Growth across the rounds worth a warning: beyond allocator noise in total and per round.
+MEMORY_GROWTH_WARNING_BYTES = 16 * 2**20
+MEMORY_GROWTH_WARNING_BYTES_PER_ROUND = 2**19
+
+
+@dataclass(frozen=True)
+class MemoryGrowth:
+    """How much the memory in use grew from before the timed rounds to after them."""
+
+    benchmark_id: str
+    growth_bytes: int
+    rounds: int
+
+    @property
+    def grows(self) -> bool:
+        """Whether the growth is a leak rather than allocator noise: over 16 MiB and over 0.5 MiB a round."""
+        return (
+            self.growth_bytes > MEMORY_GROWTH_WARNING_BYTES
+            and self.growth_bytes > MEMORY_GROWTH_WARNING_BYTES_PER_ROUND * self.rounds
+        )
+
+    def describe(self) -> str:
+        per_round = self.growth_bytes / max(self.rounds, 1)
+        return (
+            f"{self.benchmark_id}: the memory in use grew by {self.growth_bytes / 2**20:.1f} MiB over "
+            f"{self.rounds} timed rounds ({per_round / 2**20:.2f} MiB a round): the step keeps something alive, so "
+            "a longer run would run out of memory and the memory figure depends on the round count"
+        )
+
+
+def warn_of_memory_growth(run: Run) -> bool:
+    """Warn (MemoryGrowthWarning) when `run`'s memory grew across its timed rounds like a leak; whether it did."""
+    growth_bytes = run.facts.get("memory_growth_bytes")
+    if not isinstance(growth_bytes, int):
+        return False
+    growth = MemoryGrowth(run.case.benchmark_id, growth_bytes, run.rounds)
+    if growth.grows:
+        warnings.warn(MemoryGrowthWarning(growth.describe()), stacklevel=2)
+    return growth.grows
 
 
 class CompiledDuringRounds(Exception):

@@ -52,7 +52,7 @@ def test_planted_out_of_memory_skips_the_rest_of_the_sweep_and_the_session_goes_
     pytester.makepyfile("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
     result = pytester.runpytest_subprocess(
         "--benchmark-only", "--perf-device", "cpu", "--perf-dtype", "fp32", "--perf-model", "planted-oom",
-        "--benchmark-max-time", "0.05", "-rs",
+        "--perf-profile", "standard", "--benchmark-max-time", "0.05", "-rs",
     )
     result.assert_outcomes(passed=1, skipped=2)
     result.stdout.fnmatch_lines([

@@ -414,7 +414,8 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
             pytest.skip(f"{case.benchmark_id}: {error}")
         except (NonFiniteLoss, WrongCompiledResult, CompiledDuringRounds) as error:
             gate.errors[case.benchmark_id] = str(error)
-            pytest.fail(str(error), pytrace=False)
+            # From None: the failure shows its message once, not the exception it replaces as well.
+            raise pytest.fail.Exception(str(error), pytrace=False) from None
         except Exception as error:
             gate.errors[case.benchmark_id] = f"{type(error).__name__}: {error}"
             raise
@@ -433,7 +434,7 @@ def _judge(gate: Gate, measurement: Measurement) -> None:
         verdict = gate.check(measurement)
     except BadFileError as error:
         gate.errors[benchmark_id] = str(error)
-        pytest.fail(f"{benchmark_id}: {error}", pytrace=False)
+        raise pytest.fail.Exception(f"{benchmark_id}: {error}", pytrace=False) from None
     if verdict is not None and verdict.gate_failed and not gate.settings.records:
         pytest.fail(verdict.message, pytrace=False)
 

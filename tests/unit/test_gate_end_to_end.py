@@ -102,6 +102,9 @@ def test_a_corrupted_baseline_fails_the_run_naming_the_file_and_is_left_alone(pr
     result = project.runpytest_subprocess(*RUN)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*{baseline.name}*"])
+    # The failure shows the message once, without the exception it was raised from.
+    output = result.stdout.str()
+    assert "During handling of the above exception" not in output and "Traceback" not in output
     assert baseline.read_bytes() == truncated
 
 

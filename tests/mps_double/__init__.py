@@ -18,6 +18,12 @@ torch/accelerator/memory.py and aten/src/ATen/mps/MPSEvent.mm):
 - Tensors asked for on "mps" are made on the CPU: a TorchFunctionMode rewrites every "mps" device argument, so
   factories, `Tensor.to` and `Module.to` all land on the CPU. `torch.autocast(device_type="mps")` runs CPU
   autocast after checking the dtype is one MPS autocast takes.
+- The CPU fallback of ops MPS lacks (aten/src/ATen/mps/MPSFallback.mm): with `falls_back(ops)`, each call of one of
+  those aten ops warns "The operator '<op>' is not currently supported on the MPS backend and will fall back to run
+  on the CPU" where PYTORCH_ENABLE_MPS_FALLBACK is a non-zero number, and writes MPSProfiler's
+  "CPU Fallback::<op>:..." line to stderr where PYTORCH_MPS_LOG_PROFILE_INFO has the CPU_FALLBACK_INFO bit (1 << 2);
+  without the fallback variable it raises the NotImplementedError MPS raises. Which ops fall back is the test's
+  choice: the double does not know MPS's kernels (the wheel check does).
 - macOS facts, as perfsuite's device layer and doctor see them (their `platform` module, `sysctl`, `sw_vers`
   and `xcode-select` answers); other libraries keep seeing the real machine.
 """
@@ -25,8 +31,11 @@ torch/accelerator/memory.py and aten/src/ATen/mps/MPSEvent.mm):
 from __future__ import annotations
 
 import itertools
+import os
 import platform
+import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +43,7 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 Patch = Callable[[Any, str, Any], None]
@@ -291,6 +301,10 @@ class MpsDouble:
         patch(devices, "_sysctl", lambda name: answers.get(("sysctl", "-n", name)))
         patch(doctor, "_command_output", lambda command, extra_env=None: answers.get(tuple(command)))
 
+    def falls_back(self, ops: Iterator[str] | list[str]) -> Any:
+        """A mode within which the named aten ops (`aten::convolution`) behave as MPS's CPU fallback does."""
+        return _FallBackLikeMps(set(ops))
+
     @contextmanager
     def tensors_on_cpu(self) -> Iterator[None]:
         """Within this block, tensors asked for on "mps" are made on the CPU."""
@@ -369,3 +383,31 @@ class _KeepMpsOnCpu(TorchFunctionMode):
             self.double.allocator_initialized = True
             return "cpu"
         return value
+
+
+class _FallBackLikeMps(TorchDispatchMode):
+    """MPSFallback.mm's behaviour for the chosen ops: warn and log per call with the fallback on, raise without."""
+
+    def __init__(self, ops: set[str]) -> None:
+        super().__init__()
+        self.ops = ops
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
+        name = func._schema.name
+        if name in self.ops:
+            try:
+                enabled = int(os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK", "0")) != 0
+            except ValueError:
+                enabled = False
+            if not enabled:
+                raise NotImplementedError(
+                    f"The operator '{name}' is not currently implemented for the MPS device. If you want this op to be "
+                    "considered for addition please comment on https://github.com/pytorch/pytorch/issues/141287"
+                )
+            warnings.warn(
+                f"The operator '{name}' is not currently supported on the MPS backend and will fall back to run on "
+                "the CPU. This may have performance implications.", UserWarning, stacklevel=2,
+            )
+            if int(os.environ.get("PYTORCH_MPS_LOG_PROFILE_INFO", "0") or 0) & (1 << 2):
+                print(f"CPU Fallback::{name}:[tensor] (id=0, run=1, CopyOverhead=0.0 ms)", file=sys.stderr, flush=True)
+        return func(*args, **(kwargs or {}))

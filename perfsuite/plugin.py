@@ -249,7 +249,7 @@ class Progress:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     benchmarks = [item for item in session.items if "benchmark" in getattr(item, "fixturenames", ())]
-    if benchmarks and session.config.getoption("benchmark_only", False):
+    if benchmarks and not session.config.getoption("benchmark_skip", False):
         session.config.stash[_PROGRESS_KEY] = Progress(total=len(benchmarks))
 
 

@@ -135,3 +135,11 @@ def test_each_case_prints_progress_with_an_estimate(repository_project):
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["perfsuite: 1/2 benchmarks in * s, about * left", "perfsuite: 2/2 benchmarks in * s"])
     result.stdout.fnmatch_lines(["*perfsuite results*", "cpu:", "*case*median*samples/s*TFLOP/s*verdict*"])
+
+
+def test_no_progress_lines_when_the_benchmarks_are_skipped(repository_project):
+    result = repository_project.runpytest_subprocess(
+        "--benchmark-skip", "--perf-device", "cpu", "--perf-model", "resnet18", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, skipped=4)
+    assert "benchmarks in" not in result.stdout.str()

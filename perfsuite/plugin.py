@@ -21,9 +21,10 @@ from perfsuite.matrix.axes import ACCELERATOR_DEFAULT_PROFILE, CPU_DEFAULT_PROFI
 from perfsuite.matrix.cases import MatrixOptions, build_matrix, runs_dataloader, sweep_key, sweep_skip_reason
 from perfsuite.records import Case, Measurement, Run
 from perfsuite.render import summary
+from perfsuite.render.progress import progress_line
 from perfsuite.render.results import render_results, render_results_markdown
 from perfsuite.run import devices
-from perfsuite.run.processes import ISOLATIONS, CaseOutcome, RoundSettings, measure_in_processes, remaining_s
+from perfsuite.run.processes import ISOLATIONS, CaseOutcome, RoundSettings, measure_in_processes
 from perfsuite.settings import Settings
 from perfsuite.workloads import default_model_names, registered_workloads
 
@@ -264,24 +265,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if session_settings(item.config).processes == 1:
             show_now(item.config, progress_line(progress.done, progress.total, time.perf_counter() - progress.start_s))
     return result
-
-
-def progress_line(done: int, total: int, elapsed_s: float) -> str:
-    """`perfsuite: 3/18 benchmarks in 41 s, about 3 min 25 s left`: the estimate is the mean time per benchmark so far
-    times the benchmarks left."""
-    left = remaining_s(elapsed_s, done, total)
-    estimate = "" if left is None or done == total else f", about {format_duration(left)} left"
-    return f"perfsuite: {done}/{total} benchmarks in {format_duration(elapsed_s)}{estimate}"
-
-
-def format_duration(seconds: float) -> str:
-    """41 s, 3 min 25 s, 1 h 02 min."""
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60:02d} s"
-    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perfsuite.records import Case, Run
+from perfsuite.render.progress import remaining_s
 from perfsuite.store.runs import run_from_json
 
 Isolation = Literal["case", "pass"]
@@ -64,11 +65,6 @@ def plan_passes(cases: Sequence[Case], processes: int, seed: int) -> list[list[C
 def worker_batches(pass_cases: Sequence[Case], isolation: Isolation) -> list[list[Case]]:
     """The processes of one pass: a process per case, or one process for the whole pass."""
     return [[case] for case in pass_cases] if isolation == "case" else [list(pass_cases)]
-
-
-def remaining_s(elapsed_s: float, done: int, total: int) -> float | None:
-    """An estimate of the seconds left when `done` of `total` steps took `elapsed_s`; None before the first."""
-    return None if done == 0 else elapsed_s / done * (total - done)
 
 
 def measure_in_processes(

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.plugin import format_duration, progress_line
 from perfsuite.records import Case, Measurement, Run
+from perfsuite.render.progress import format_duration, progress_line
 from perfsuite.render.results import render_results, result_rows
 from perfsuite.settings import RawSettings, default_profile, validate_settings
 

@@ -1,0 +1,26 @@
+"""Progress while a session runs: the estimate of what is left and the lines that show it. Pure functions."""
+
+from __future__ import annotations
+
+
+def remaining_s(elapsed_s: float, done: int, total: int) -> float | None:
+    """An estimate of the seconds left when `done` of `total` steps took `elapsed_s`; None before the first."""
+    return None if done == 0 else elapsed_s / done * (total - done)
+
+
+def format_duration(seconds: float) -> str:
+    """41 s, 3 min 25 s, 1 h 02 min."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def progress_line(done: int, total: int, elapsed_s: float) -> str:
+    """`perfsuite: 3/18 benchmarks in 41 s, about 3 min 25 s left`: the estimate is the mean time per benchmark so far
+    times the benchmarks left."""
+    left = remaining_s(elapsed_s, done, total)
+    estimate = "" if left is None or done == total else f", about {format_duration(left)} left"
+    return f"perfsuite: {done}/{total} benchmarks in {format_duration(elapsed_s)}{estimate}"

@@ -46,10 +46,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "else cpu)")
     group.addoption("--perf-dtype", help="comma-separated fp32,bf16,fp16; bf16/fp16 are autocast mixed precision "
                     "(default: fp32,bf16)")
-    group.addoption("--perf-model", help="comma-separated model names, or all (default: all registered)")
+    group.addoption("--perf-model", help="comma-separated model names, dataloader (the DataLoader cases), or all "
+                    "(default: your own models where your conftest registers any, else the built-in ones and the "
+                    "DataLoader cases)")
     group.addoption("--perf-batch-size", help="comma-separated batch sizes (default: the profile's per model)")
     group.addoption("--perf-mode", help="comma-separated train,infer (default: both where the model has them)")
-    group.addoption("--perf-profile", help="smoke | standard | full (default: standard)")
+    group.addoption("--perf-profile", help="smoke | standard | full (default: standard where an accelerator runs, "
+                    "smoke on the CPU alone)")
     group.addoption("--perf-compile", help="comma-separated eager,inductor,reduce-overhead,cuda-graph: the step as "
                     "written, through torch.compile, through torch.compile's CUDA-graph mode, or replayed as a "
                     "captured CUDA graph (default: eager)")
@@ -230,12 +233,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
-        is_benchmark = "benchmark" in getattr(item, "fixturenames", ())
-        wanted = (is_benchmark or not benchmark_only) and (dataloader or not item.get_closest_marker(DATALOADER_MARKER))
+        wanted = (_is_benchmark(item) or not benchmark_only) and (
+            dataloader or not item.get_closest_marker(DATALOADER_MARKER)
+        )
         (kept if wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _is_benchmark(item: pytest.Item) -> bool:
+    """Whether `item` is a benchmark: it takes pytest-benchmark's `benchmark` fixture (perf_run does)."""
+    return "benchmark" in getattr(item, "fixturenames", ())
 
 
 @dataclass
@@ -249,7 +258,7 @@ class Progress:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    benchmarks = [item for item in session.items if "benchmark" in getattr(item, "fixturenames", ())]
+    benchmarks = [item for item in session.items if _is_benchmark(item)]
     if benchmarks and not session.config.getoption("benchmark_skip", False):
         session.config.stash[_PROGRESS_KEY] = Progress(total=len(benchmarks))
 
@@ -260,7 +269,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     far and an estimate of what is left (with --perf-processes the processes' own lines say it instead)."""
     result = yield
     progress = item.config.stash.get(_PROGRESS_KEY, None)
-    if progress is not None and "benchmark" in getattr(item, "fixturenames", ()):
+    if progress is not None and _is_benchmark(item):
         progress.done += 1
         if session_settings(item.config).processes == 1:
             show_now(item.config, progress_line(progress.done, progress.total, time.perf_counter() - progress.start_s))
@@ -437,9 +446,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     written += [f"wrote {path}" for path in gate.write_summary(summary_dir)]
     measurements = config.stash.get(_MEASUREMENTS_KEY, [])
     results_path = summary_dir / "results.md"
-    results_path.write_text(
-        render_results_markdown(measurements, {v.benchmark_id: v.status for v in gate.verdicts}), encoding="utf-8"
-    )
+    results_path.write_text(render_results_markdown(measurements, _verdict_names(gate)), encoding="utf-8")
     written.append(f"wrote {results_path}")
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:
         written.append(
@@ -449,6 +456,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config.stash[_WRITTEN_KEY] = written
 
 
+def _verdict_names(gate: Gate) -> dict[str, str]:
+    """Each judged case's verdict (`unchanged`, `regressed`, ...) by benchmark id, for the results tables."""
+    return {verdict.benchmark_id: verdict.status for verdict in gate.verdicts}
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     gate = config.stash.get(_GATE_KEY, None)
     if gate is None or (not gate.verdicts and not gate.errors):
@@ -456,7 +468,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     measurements = config.stash.get(_MEASUREMENTS_KEY, [])
     if measurements:
         terminalreporter.section("perfsuite results")
-        terminalreporter.write_line(render_results(measurements, {v.benchmark_id: v.status for v in gate.verdicts}))
+        terminalreporter.write_line(render_results(measurements, _verdict_names(gate)))
     terminalreporter.section("perfsuite regression gate")
     terminalreporter.write_line(summary.render_terminal(gate.verdicts, gate.errors))
     for line in config.stash.get(_WRITTEN_KEY, []):

@@ -17,6 +17,7 @@ from perfsuite.matrix.axes import (
     DEFAULT_DTYPES,
     MODES,
     PROFILES,
+    base_mode,
 )
 from perfsuite.records import Case
 
@@ -132,7 +133,7 @@ def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
     if case.device != "mps":
         return None
     torch_version = facts.torch_version
-    training = case.mode.split("-")[0] == "train"
+    training = base_mode(case.mode) == "train"
     if case.dtype == "fp16" and not mps.is_at_least(torch_version, mps.MIN_TORCH_FOR_MPS_FP16_AUTOCAST):
         return (
             f"fp16 autocast on MPS needs torch >= {mps.dotted(mps.MIN_TORCH_FOR_MPS_FP16_AUTOCAST)} "
@@ -188,8 +189,7 @@ def compile_skip_reason(case: Case, facts: DeviceFacts) -> str | None:
         )
     if case.compile in CUDA_GRAPH_COMPILE_MODES and case.device != "cuda":
         return f"{case.compile} replays CUDA graphs, which exist only on CUDA"
-    training = case.mode.split("-")[0] == "train"
-    if case.compile == "cuda-graph" and training and case.dtype == "fp16":
+    if case.compile == "cuda-graph" and base_mode(case.mode) == "train" and case.dtype == "fp16":
         return (
             "GradScaler checks its scaled gradients for inf/NaN on the host every step (a host sync), which a "
             "CUDA graph cannot capture"

@@ -8,7 +8,8 @@ A case's `compile` mode decides how its step runs:
 
 Before any step is timed, `check_against_eager` compares one compiled call with the eager module on the same weights
 and inputs: the outputs for inference; the loss and the norm of all parameter gradients for training (forward and
-backward, no optimizer step). A compiled step that computes something else raises WrongResult and is not timed.
+backward, no optimizer step). A compiled step that computes something else raises WrongCompiledResult and is not
+timed.
 A model with dropout is compared in eval mode, because two training-mode steps draw different dropout masks by
 design; BatchNorm models have no dropout and are compared in training mode, the graph that is timed.
 
@@ -147,11 +148,11 @@ def has_dropout(module: torch.nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def check_mode(module: torch.nn.Module, training: bool) -> Iterator[None]:
-    """The mode the check runs `module` in: training mode for a training step without dropout, else eval; the
+def training_check_mode(module: torch.nn.Module) -> Iterator[None]:
+    """The mode the check of a training step runs `module` in: training mode, or eval where it has dropout; the
     module's own modes are restored afterwards."""
     modes = {m: m.training for m in module.modules()}
-    module.train(training and not has_dropout(module))
+    module.train(not has_dropout(module))
     try:
         yield
     finally:

@@ -82,8 +82,7 @@ def run_case(
         devices.reset_memory_peak(case.device)
         before_rounds = DynamoCounts.now() if compiling else None
         in_use_before_bytes = devices.memory_in_use_bytes(case.device)
-        benchmark(prepared.timed_step)
-        devices.synchronize(case.device)
+        benchmark(prepared.timed_step)  # each round ends with the device drained
         in_use_after_bytes = devices.memory_in_use_bytes(case.device)
         if before_warmup is not None and before_rounds is not None:
             prepared_facts["compile_warmup_frames"] = before_rounds.since(before_warmup).frames

@@ -98,11 +98,11 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device, channels_last)
     # Before checkpointing: a wrapper (resnet18's CheckpointedStage) renames parameters, not the config.
     digest = config_digest(workload.name, module, inputs, case.compile)
+    # Recorded with the result, so a channels_last training result says whether its gradients were checked.
+    layout_facts = {}
     if channels_last and base_mode(case.mode) == "train" and case.device in LAYOUT_CHECKED_DEVICES:
         check_channels_last_gradients(case, workload, module, inputs)
-    # Recorded with the result, so a channels_last training result says whether its gradients were checked.
-    checked = channels_last and base_mode(case.mode) == "train" and case.device in LAYOUT_CHECKED_DEVICES
-    layout_facts = {"channels_last_gradients_checked": True} if checked else {}
+        layout_facts = {"channels_last_gradients_checked": True}
     if channels_last:
         # torch's stubs omit `memory_format`, which Module.to accepts (documented in torch.nn.Module.to).
         module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -170,15 +170,13 @@ def prepare_compiled(
 
     if case.compile == "cuda-graph":
         if target is None:
-            capture_start_s = time.perf_counter()
-            replay = compiled.capture_cuda_graph(step_with(module))
-            capture_s = time.perf_counter() - capture_start_s
+            replay, capture_s = _timed_capture(step_with(module))
             checked = compiled.check_against_eager(
                 case, lambda: compiled.output_tensors(step_with(module)()),
                 lambda: compiled.output_tensors(replay()), sync,
             )
         else:
-            with compiled.check_mode(module, training=True):
+            with compiled.training_check_mode(module):
                 check_graph = compiled.capture_cuda_graph(
                     lambda: torch.stack(compiled.loss_and_gradient_norm(forward_loss(module), parameters))
                 )
@@ -187,11 +185,9 @@ def prepare_compiled(
                     lambda: list(check_graph()), sync,
                 )
             del check_graph
-            capture_start_s = time.perf_counter()
-            replay = compiled.capture_cuda_graph(
+            replay, capture_s = _timed_capture(
                 make_train_step(case, workload, module, inputs, target, compiled.make_capturable)
             )
-            capture_s = time.perf_counter() - capture_start_s
         facts = {**checked.facts(), "compile_first_call_s": round(capture_s, 3)}
         return PreparedCase(case, replay, parameter_count, digest, extra_facts=facts, flops_per_step=flops_per_step)
 
@@ -206,7 +202,7 @@ def prepare_compiled(
         compiled_loss = compiled.mark_step(
             case.compile, lambda: torch.stack(compiled.loss_and_gradient_norm(forward_loss(runner), parameters))
         )
-        with compiled.check_mode(module, training=True):
+        with compiled.training_check_mode(module):
             checked = compiled.check_against_eager(
                 case, lambda: compiled.loss_and_gradient_norm(forward_loss(module), parameters),
                 lambda: list(compiled_loss()), sync,
@@ -215,6 +211,13 @@ def prepare_compiled(
     return PreparedCase(
         case, run_step, parameter_count, digest, extra_facts=checked.facts(), flops_per_step=flops_per_step
     )
+
+
+def _timed_capture(step: Callable[[], torch.Tensor]) -> tuple[Callable[[], torch.Tensor], float]:
+    """`step` captured as a CUDA graph (`compiled.capture_cuda_graph`) and the seconds the warm-up and capture took."""
+    start_s = time.perf_counter()
+    replay = compiled.capture_cuda_graph(step)
+    return replay, time.perf_counter() - start_s
 
 
 # Devices where a channels_last training step is first checked against the contiguous layout: MPS computes

@@ -122,11 +122,11 @@ def test_a_compiled_step_that_computes_something_else_is_refused_naming_the_diff
 
 def test_a_check_in_eval_mode_where_dropout_would_draw_masks_and_modes_restored():
     with_dropout = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1), torch.nn.BatchNorm1d(2)).train()
-    with compiled.check_mode(with_dropout, training=True):
+    with compiled.training_check_mode(with_dropout):
         assert not any(m.training for m in with_dropout.modules())
     assert all(m.training for m in with_dropout.modules())
     batchnorm_only = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2)).train()
-    with compiled.check_mode(batchnorm_only, training=True):
+    with compiled.training_check_mode(batchnorm_only):
         assert all(m.training for m in batchnorm_only.modules())
 
 

@@ -240,17 +240,27 @@ def compare_runs(
     if spread is None or noise is None or smallest_p_value(current.size, baseline.size) >= config.false_alarm_rate:
         # Only a change beyond the factor (x2) is called, and where the spread is known, only beyond what the
         # noise explains too: with 4 busy processes beside it one ResNet18 run in three was over x2 slower.
+        # And only by the factor beyond the baseline's slowest (fastest) run: noise that put recorded runs at
+        # x2-x5 puts a current one there as often (K = 1 beside 4 busy processes: 1.7% false alarms when the
+        # factor counted from the median, docs/gate.md).
+        baseline_median_log = math.log(float(np.median(baseline_medians_s)))
+        fastest_log = float(baseline.min()) - baseline_median_log
+        slowest_log = float(baseline.max()) - baseline_median_log
         cut_log, margin_log = math.log(config.uncalibrated_factor), 0.0
         if noise is not None:
             alarm_log, noise_log = noise
             cut_log, margin_log = max(cut_log, alarm_log), noise_log - alarm_log
+        factor_log = math.log(config.uncalibrated_factor)
+        slower_cut_log, faster_cut_log = max(cut_log, slowest_log + factor_log), max(cut_log, factor_log - fastest_log)
         outcome: TimeOutcome = (
-            "regressed" if log_ratio >= cut_log else "improved" if log_ratio <= -cut_log else "uncalibrated"
+            "regressed" if log_ratio >= slower_cut_log
+            else "improved" if log_ratio <= -faster_cut_log
+            else "uncalibrated"
         )
         return RunComparison(
             outcome=outcome, ratio=ratio, **counts, calibrated=False, log_sd=None if spread is None else spread.log_sd,
             degrees_of_freedom=0 if spread is None else spread.degrees_of_freedom, ci_low=None, ci_high=None,
-            p_value_slower=None, p_value_faster=None, detectable_slowdown=math.expm1(cut_log + margin_log),
+            p_value_slower=None, p_value_faster=None, detectable_slowdown=math.expm1(slower_cut_log + margin_log),
             noise_slowdown=None, processes_needed=needed,
         )
     p_slower, p_faster = rank_test_p_values(current, baseline)

@@ -255,15 +255,18 @@ def time_message(
     if not comparison.calibrated:
         factor = config.uncalibrated_factor
         if comparison.outcome != "uncalibrated":
-            return f"{head}; beyond x{factor:g}, called although the runs are too few to calibrate the test"
+            past = "beyond the baseline's slowest run" if comparison.outcome == "regressed" else (
+                "below the baseline's fastest run"
+            )
+            return f"{head}; x{factor:g} {past}, called although the runs are too few to calibrate the test"
         smallest = smallest_p_value(comparison.current_runs, comparison.baseline_runs)
         processes = max(comparison.current_runs, RECOMMENDED_PROCESSES)
         needed = baseline_runs_needed(processes, config.false_alarm_rate)
         recordings = math.ceil(needed / RECOMMENDED_PROCESSES)
         return (
             f"{head}; uncalibrated: with these runs no p below {smallest:.2g} is possible, not the "
-            f"{config.false_alarm_rate:g} the gate needs, so only a change beyond x{factor:g} (and beyond the noise) "
-            "is called; judge with "
+            f"{config.false_alarm_rate:g} the gate needs, so only a change x{factor:g} beyond the baseline's slowest "
+            "run (and beyond the noise) is called; judge with "
             f"--perf-processes {processes} against >= {needed} baseline runs "
             f"(`{RECORD_COMMAND} --perf-processes {RECOMMENDED_PROCESSES}`, recorded {recordings} times)"
         )

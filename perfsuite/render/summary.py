@@ -23,8 +23,9 @@ LEGEND = (
     "ratio: median of the current runs' median times over the baseline runs'; CI: its interval at the test's "
     "level; p: one-sided Mann-Whitney test on the run medians; runs: current vs baseline processes; band: the "
     "smallest change that matters; detects: the smallest slowdown called with 95% power given these runs (the "
-    "floor); uncalibrated: too few runs for p < 0.01 to be possible, only a change beyond x2 fails; memory: the "
-    "case's own figure (CUDA peak allocated, or a fresh process's peak RSS), '-' where not its own. "
+    "floor); uncalibrated: too few runs for p < 0.01 to be possible, only a change x2 beyond the slowest "
+    "baseline run fails; memory: the case's own figure (CUDA peak allocated, or a fresh process's peak RSS), "
+    "'-' where not its own. "
     "launch-bound: under half the step is GPU kernels, so it measures the host CPU and Python as much as the GPU."
 )
 

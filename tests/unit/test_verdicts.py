@@ -293,7 +293,8 @@ def test_an_uncalibrated_message_says_why_and_asks_for_three_processes_against_s
     assert verdict.message == (
         f"{BENCHMARK_ID} uncalibrated: median 12 ms -> 18 ms (x1.500, 1 run(s) vs 1 baseline run(s)); "
         "uncalibrated: with these runs no p below 0.5 is possible, not the 0.01 the gate needs, so only a change "
-        "beyond x2 (and beyond the noise) is called; judge with --perf-processes 3 against >= 7 baseline runs "
+        "x2 beyond the baseline's slowest run (and beyond the noise) is called; judge with --perf-processes 3 "
+        "against >= 7 baseline runs "
         f"(`{RECORD_COMMAND} --perf-processes 3`, recorded 3 times)"
     )
 
@@ -320,7 +321,8 @@ def test_an_uncalibrated_change_beyond_twice_as_slow_fails_the_gate():
     verdict = judge(measurement(scale=2.5, logs=(0.0,)), baseline(logs=(0.0,)), MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("regressed", True)
     assert verdict.message.endswith(
-        "(x2.500, 1 run(s) vs 1 baseline run(s)); beyond x2, called although the runs are too few to calibrate the test"
+        "(x2.500, 1 run(s) vs 1 baseline run(s)); x2 beyond the baseline's slowest run, called although the runs "
+        "are too few to calibrate the test"
     )
 
 
@@ -328,13 +330,13 @@ def test_one_run_against_twenty_baseline_runs_beyond_twice_as_slow_fails_the_gat
     logs = tuple(-0.02 + 0.04 * i / 19 for i in range(20))
     verdict = judge(measurement(scale=2.5, logs=(0.0,)), baseline(logs=logs), MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("regressed", True)
-    assert "beyond x2, called although the runs are too few to calibrate the test" in verdict.message
+    assert "x2 beyond the baseline's slowest run, called although the runs are too few to calibrate" in verdict.message
 
 
 def test_an_uncalibrated_change_beyond_twice_as_fast_is_improved_and_passes():
     verdict = judge(measurement(scale=0.4, logs=(0.0,)), baseline(logs=(0.0,)), MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("improved", False)
-    assert "beyond x2, called although the runs are too few to calibrate the test" in verdict.message
+    assert "x2 below the baseline's fastest run, called although the runs are too few to calibrate" in verdict.message
 
 
 # --- memory --------------------------------------------------------------------------------------------------

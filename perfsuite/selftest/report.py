@@ -36,13 +36,15 @@ class TargetRow:
 
 
 def run_label(document: Mapping[str, Any]) -> str:
-    """How the report names a run: the device and its accelerator or CPU; on the CPU also the thread count,
-    the load average when it started and the busy processes the run added."""
+    """How the report names a run: the device and its accelerator or CPU, the processes it measured; on the
+    CPU also the thread count, the load average when it started and the busy processes the run added."""
     machine = document.get("machine") or {}
     device = document["device"]
     plan = document.get("plan") or {}
     name = machine.get("accelerator_name") if device == "cuda" else machine.get("cpu_model")
     label = f"{device}" + (f" ({name})" if name else "")
+    if plan.get("processes"):
+        label += f", {plan['processes']} processes"
     if device != "cpu":
         return label
     threads = plan.get("threads")

@@ -599,7 +599,7 @@ def test_report_carries_the_command_and_puts_cpu_before_cuda():
 
 def test_run_label_names_the_threads_the_load_and_the_busy_processes():
     plan = SelftestPlan("cpu", 8, 0.1, 60, SIDE, threads=1, contention=4)
-    assert run_label(document(plan=plan)) == "cpu (Test CPU), 1 thread, load 0.5, +4 busy processes"
+    assert run_label(document(plan=plan)) == "cpu (Test CPU), 8 processes, 1 thread, load 0.5, +4 busy processes"
 
 
 def test_report_renders_a_real_analysis_of_synthetic_runs(steady):

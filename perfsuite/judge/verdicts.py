@@ -234,7 +234,8 @@ def _more_runs_text(comparison: RunComparison) -> str:
     spread = "" if comparison.log_sd is None else f"this machine's runs scatter by {_percent(comparison.log_sd)} (sd); "
     return (
         f"{spread}no process count lowers it, since one session's runs share the machine's state: judge on a "
-        "quieter runner (or with --perf-threads 1), or give this case a wider band"
+        "quieter runner, with --perf-threads 1 or longer runs (--benchmark-max-time 5), or give this case a wider "
+        "band"
     )
 
 

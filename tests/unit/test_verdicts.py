@@ -233,7 +233,8 @@ def test_a_noisy_case_says_no_process_count_lowers_its_floor():
         assert verdict.message.endswith(
             f"; detects >= {floor * 100:.3g}% here; the noise floor is above the 10% band: this machine's runs "
             "scatter by 5.27% (sd); no process count lowers it, since one session's runs share the machine's "
-            "state: judge on a quieter runner (or with --perf-threads 1), or give this case a wider band"
+            "state: judge on a quieter runner, with --perf-threads 1 or longer runs (--benchmark-max-time 5), or "
+            "give this case a wider band"
         )
     assert "--perf-processes" not in few.message
 

@@ -17,8 +17,8 @@ median round times, one number per process, and the two sides are compared as sa
   the mirror image.
 - A rank test on K current and n baseline runs cannot give a p below 1 / C(n + K, K): one process can never
   reach 0.01 against a history of 20 runs. Such a comparison is `uncalibrated`, says how many processes and
-  runs would calibrate it, and calls only a change beyond `uncalibrated_factor` (x2) and beyond the noise's
-  alarm level where the spread is known.
+  runs would calibrate it, and calls only a change `uncalibrated_factor` (x2) beyond the baseline's slowest
+  run (or below its fastest) and beyond the noise's alarm level where the spread is known.
 - The noise's alarm level and the detectable floor (the smallest slowdown the rule calls with probability
   `power`) come from the between-run spread of the baseline's log run medians, shrunk toward the machine's
   pooled spread (so a case with few runs borrows strength from the machine), with the current session
@@ -55,7 +55,8 @@ class DecisionConfig:
       flagged when both sides' runs come from the same conditions).
     - `power`: the detection probability the reported floor is computed for.
     - `prior_runs`: the degrees of freedom below which a case's own spread is filled up with the machine's.
-    - `uncalibrated_factor`: with no spread known, only a ratio beyond this (or below its inverse) is called.
+    - `uncalibrated_factor`: when the runs are too few for the test, only a change this many times beyond the
+      baseline's slowest run (or below its fastest) is called.
     """
 
     false_alarm_rate: float = 0.01

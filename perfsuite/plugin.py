@@ -17,7 +17,7 @@ import pytest
 from perfsuite import settings as settings_module
 from perfsuite.errors import BadFileError, UsageError
 from perfsuite.gate import Gate, GateSettings, current_commit
-from perfsuite.matrix.axes import ACCELERATOR_DEFAULT_PROFILE, CPU_DEFAULT_PROFILE
+from perfsuite.matrix.axes import ACCELERATOR_DEFAULT_PROFILE, CPU_DEFAULT_PROFILE, EAGER
 from perfsuite.matrix.cases import MatrixOptions, build_matrix, runs_dataloader, sweep_key, sweep_skip_reason
 from perfsuite.records import Case, Measurement, Run
 from perfsuite.render import summary
@@ -191,7 +191,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from perfsuite.run.runner import case_skip_reason
 
     cases = metafunc.config.stash[_MATRIX_KEY]
-    facts = devices.device_facts(compiling=any(case.compile != "eager" for case in cases))
+    facts = devices.device_facts(compiling=any(case.compile != EAGER for case in cases))
     ddp_processes = session_settings(metafunc.config).ddp_processes
     skips = metafunc.config.stash.setdefault(_SKIPS_KEY, {})
     params = []

@@ -20,6 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
+from perfsuite.matrix.axes import EAGER
+
 # A figure recorded beside the times (extra_info in pytest-benchmark's JSON): JSON scalars only.
 Fact = str | int | float | bool | None
 MEMORY_FIGURES = ("cuda_max_allocated_bytes", "mps_driver_allocated_bytes", "cpu_peak_rss_bytes")
@@ -36,13 +38,13 @@ class Case:
     batch_size: int
     mode: str
     profile: str
-    compile: str = "eager"
+    compile: str = EAGER
 
     @property
     def benchmark_id(self) -> str:
         """The readable id, e.g. `mps-bf16-resnet18-bs64-train`; a compile mode other than eager and a
         non-standard profile add suffixes (`cuda-bf16-resnet18-bs32-infer-inductor-smoke`)."""
-        compiled = "" if self.compile == "eager" else f"-{self.compile}"
+        compiled = "" if self.compile == EAGER else f"-{self.compile}"
         profile = "" if self.profile == "standard" else f"-{self.profile}"
         return f"{self.device}-{self.dtype}-{self.model}-bs{self.batch_size}-{self.mode}{compiled}{profile}"
 

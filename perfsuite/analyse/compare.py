@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from perfsuite.errors import BadFileError
-from perfsuite.matrix.axes import COMPILE_MODES
+from perfsuite.matrix.axes import EAGER, compile_mode_rank
 from perfsuite.records import BaselineEntry
 from perfsuite.store.baselines import SCHEMA as BASELINE_SCHEMA
 from perfsuite.store.baselines import baseline_from_json, machine_slug
@@ -47,7 +47,6 @@ KEY_FIELD_WORDS = {"model": "model", "mode": "mode", "dtype": "dtype", "batch_si
                    "compile": "compile mode"}
 # The key fields every perfsuite run writes into extra_info; `compile` came later, and its absence means eager.
 REQUIRED_FACTS = ("device", "model", "mode", "dtype", "batch_size", "profile")
-EAGER = "eager"
 
 CASE_COLUMNS = (
     "benchmark_id", "device", *KEY_FIELDS, "time_s", "iqr_s", "rounds", "samples_per_s", "tflops_per_s",
@@ -648,9 +647,7 @@ def _row_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _compile_order(compile_mode: str | None) -> tuple[int, str] | None:
-    if compile_mode is None:
-        return None
-    return (COMPILE_MODES.index(compile_mode) if compile_mode in COMPILE_MODES else len(COMPILE_MODES), compile_mode)
+    return None if compile_mode is None else (compile_mode_rank(compile_mode), compile_mode)
 
 
 def time_ratio(time_a_s: float | None, time_b_s: float | None) -> float | None:

@@ -33,13 +33,12 @@ import pandas as pd
 
 from perfsuite.analyse.compare import (
     CASE_COLUMNS,
-    EAGER,
     REQUIRED_FACTS,
     CompareError,
     json_object,
     result_set_from_document,
 )
-from perfsuite.matrix.axes import COMPILE_MODES
+from perfsuite.matrix.axes import EAGER, compile_mode_rank
 from perfsuite.render.comparison import markdown_table
 from perfsuite.render.units import format_bytes, format_seconds
 
@@ -497,7 +496,7 @@ def _sorted(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 def _sort_key(column: pd.Series) -> pd.Series:
     if column.name != "compile":
         return column
-    return column.map(lambda mode: COMPILE_MODES.index(mode) if mode in COMPILE_MODES else len(COMPILE_MODES))
+    return column.map(compile_mode_rank)
 
 
 def _empty(columns: Sequence[str]) -> pd.DataFrame:

@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the matrix; 0."""
+    from perfsuite.matrix.axes import EAGER
     from perfsuite.matrix.cases import build_matrix
     from perfsuite.run import devices
     from perfsuite.run.runner import case_skip_reason
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         cli, Path(args.pyproject), list(workloads), devices.available_accelerators() or ["cpu"], flag_prefix="--"
     )
     cases = build_matrix(chosen.matrix, workloads)
-    facts = devices.device_facts(compiling=any(case.compile != "eager" for case in cases))
+    facts = devices.device_facts(compiling=any(case.compile != EAGER for case in cases))
     for case in cases:
         reason = case_skip_reason(case, facts, chosen.ddp_processes)
         print(case.benchmark_id if reason is None else f"{case.benchmark_id}  (skipped: {reason})")

@@ -231,7 +231,8 @@ def compare_runs(
     sessions = int(baseline.size) if baseline_sessions is None else baseline_sessions
     if not 1 <= sessions <= baseline.size:
         raise ValueError(f"baseline_sessions must lie in [1, {baseline.size}] (the baseline runs), got {sessions!r}")
-    ratio = float(np.median(current_medians_s) / np.median(baseline_medians_s))
+    baseline_median_s = float(np.median(baseline_medians_s))
+    ratio = float(np.median(current_medians_s)) / baseline_median_s
     log_ratio = math.log(ratio)
     spread = combined_spread(within_spread([baseline_medians_s]), machine_spread, config.prior_runs)
     counts = {"current_runs": int(current.size), "baseline_runs": int(baseline.size), "baseline_sessions": sessions}
@@ -244,14 +245,13 @@ def compare_runs(
         # And only by the factor beyond the baseline's slowest (fastest) run: noise that put recorded runs at
         # x2-x5 puts a current one there as often (K = 1 beside 4 busy processes: 1.7% false alarms when the
         # factor counted from the median, docs/gate.md).
-        baseline_median_log = math.log(float(np.median(baseline_medians_s)))
-        fastest_log = float(baseline.min()) - baseline_median_log
-        slowest_log = float(baseline.max()) - baseline_median_log
-        cut_log, margin_log = math.log(config.uncalibrated_factor), 0.0
+        fastest_log = float(baseline.min()) - math.log(baseline_median_s)
+        slowest_log = float(baseline.max()) - math.log(baseline_median_s)
+        factor_log = math.log(config.uncalibrated_factor)
+        cut_log, margin_log = factor_log, 0.0
         if noise is not None:
             alarm_log, noise_log = noise
             cut_log, margin_log = max(cut_log, alarm_log), noise_log - alarm_log
-        factor_log = math.log(config.uncalibrated_factor)
         slower_cut_log, faster_cut_log = max(cut_log, slowest_log + factor_log), max(cut_log, factor_log - fastest_log)
         outcome: TimeOutcome = (
             "regressed" if log_ratio >= slower_cut_log

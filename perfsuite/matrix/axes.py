@@ -18,8 +18,9 @@ VARIANT_MODES = ("train-checkpoint", "train-channels-last", "infer-channels-last
 ALL_MODES = MODES + VARIANT_MODES
 # How the step runs: as written (eager), through torch.compile with the default inductor backend, through
 # torch.compile's CUDA-graph mode (`mode="reduce-overhead"`), or as a plain torch.cuda.CUDAGraph replay of the step.
-COMPILE_MODES = ("eager", "inductor", "reduce-overhead", "cuda-graph")
-DEFAULT_COMPILE_MODES = ("eager",)
+EAGER = "eager"
+COMPILE_MODES = (EAGER, "inductor", "reduce-overhead", "cuda-graph")
+DEFAULT_COMPILE_MODES = (EAGER,)
 # The modes a compiled or graph-replayed step is measured in; the other variants stay eager.
 COMPILABLE_MODES = ("train", "infer", "train-channels-last", "infer-channels-last")
 
@@ -27,3 +28,9 @@ COMPILABLE_MODES = ("train", "infer", "train-channels-last", "infer-channels-las
 def base_mode(mode: str) -> str:
     """`train` or `infer`: what a mode or variant runs."""
     return mode.split("-")[0]
+
+
+def compile_mode_rank(compile_mode: str) -> int:
+    """Where `compile_mode` sorts in tables: its place in COMPILE_MODES (eager first), a mode not declared there
+    after them all."""
+    return COMPILE_MODES.index(compile_mode) if compile_mode in COMPILE_MODES else len(COMPILE_MODES)

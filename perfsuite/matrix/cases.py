@@ -15,6 +15,7 @@ from perfsuite.matrix.axes import (
     DATALOADER_MODEL,
     DEFAULT_COMPILE_MODES,
     DEFAULT_DTYPES,
+    EAGER,
     MODES,
     PROFILES,
     base_mode,
@@ -108,7 +109,7 @@ def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> l
             for dtype in options.dtypes:
                 for batch_size in batch_sizes:
                     for compile_mode in options.compile_modes:
-                        if compile_mode != "eager" and mode not in COMPILABLE_MODES:
+                        if compile_mode != EAGER and mode not in COMPILABLE_MODES:
                             continue
                         for device in options.devices:
                             cases.append(Case(device, dtype, model, batch_size, mode, options.profile, compile_mode))
@@ -126,7 +127,7 @@ def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
 
     if case.device in facts.unavailable_reasons:
         return f"{case.device} unavailable: {facts.unavailable_reasons[case.device]}"
-    if case.compile != "eager":
+    if case.compile != EAGER:
         reason = compile_skip_reason(case, facts)
         if reason:
             return reason

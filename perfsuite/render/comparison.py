@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfsuite.analyse.compare import EAGER, KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
-from perfsuite.matrix.axes import COMPILE_MODES
+from perfsuite.analyse.compare import KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
+from perfsuite.matrix.axes import EAGER, compile_mode_rank
 from perfsuite.render.units import format_percent, format_time_ratio
 
 NOT_STATED = "?"
@@ -193,7 +193,7 @@ def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
     data["series"] = data["dtype"] + " " + data["compile"] if with_compile else data["dtype"]
     models = list(dict.fromkeys(data["model"]))
     # Bars of one dtype side by side, eager first, then the compile modes in their declared order.
-    ordered = data.assign(compile_order=data["compile"].map(_compile_order)).sort_values(["dtype", "compile_order"])
+    ordered = data.assign(compile_order=data["compile"].map(compile_mode_rank)).sort_values(["dtype", "compile_order"])
     series = list(dict.fromkeys(ordered["series"]))
     width = 0.8 / max(len(series), 1)
     figure = Figure(figsize=(max(6.0, 1.6 * len(models) + 2), 4.5), layout="constrained")
@@ -216,10 +216,6 @@ def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
     return path
-
-
-def _compile_order(compile_mode: str) -> int:
-    return COMPILE_MODES.index(compile_mode) if compile_mode in COMPILE_MODES else len(COMPILE_MODES)
 
 
 def _known(value: Any) -> bool:

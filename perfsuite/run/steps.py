@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from perfsuite.matrix.axes import base_mode
+from perfsuite.matrix.axes import EAGER, base_mode
 from perfsuite.records import Case
 from perfsuite.run import compiled
 from perfsuite.run.correctness import channels_last_gradients_match
@@ -132,7 +132,7 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
         def step_with(runner: torch.nn.Module) -> Callable[[], torch.Tensor]:
             return make_train_step(case, workload, runner, inputs, target)
 
-    if case.compile == "eager":
+    if case.compile == EAGER:
         return PreparedCase(case, step_with(module), parameter_count, digest, extra_facts=layout_facts)
     return prepare_compiled(case, workload, module, inputs, target, step_with, parameter_count, digest)
 
@@ -283,11 +283,11 @@ def count_flops(run_step: Callable[[], object]) -> int:
     return int(counter.get_total_flops())
 
 
-def config_digest(name: str, module: torch.nn.Module, inputs: Any, compile_mode: str = "eager") -> str:
+def config_digest(name: str, module: torch.nn.Module, inputs: Any, compile_mode: str = EAGER) -> str:
     """A short hash of the model's parameter shapes and the input shapes, and of the compile mode where it is not
     eager: equal digests, equal configs."""
     shapes = [f"{n}:{tuple(p.shape)}" for n, p in module.named_parameters()]
-    if compile_mode != "eager":
+    if compile_mode != EAGER:
         shapes.append(f"compile:{compile_mode}")
     tensors = inputs.values() if isinstance(inputs, dict) else [inputs]
     shapes += [f"input:{tuple(t.shape)}:{t.dtype}" for t in tensors if isinstance(t, torch.Tensor)]

@@ -25,7 +25,7 @@ import numpy as np
 
 from perfsuite.errors import BadFileError
 from perfsuite.judge.verdicts import REBASELINE_COMMAND
-from perfsuite.matrix.axes import COMPILE_MODES
+from perfsuite.matrix.axes import COMPILE_MODES, EAGER
 from perfsuite.records import BaselineEntry, Case, StoredRun, is_finite_positive
 from perfsuite.store.jsonfile import parse_json_text, read_json_file
 
@@ -237,7 +237,7 @@ def _case_of(entry: Mapping[str, Any], benchmark_id: str, device: str) -> Case:
         model=_field(entry, "model", "text", where), batch_size=_field(entry, "batch_size", "size", where),
         mode=_field(entry, "mode", "text", where), profile=_field(entry, "profile", "text", where),
         # Entries recorded before the compile dimension existed are eager.
-        compile=_field(entry, "compile", "text", where) if "compile" in entry else "eager",
+        compile=_field(entry, "compile", "text", where) if "compile" in entry else EAGER,
     )
     if case.compile not in COMPILE_MODES:
         raise _Problem(f"{where} has compile {case.compile!r}; valid: {', '.join(COMPILE_MODES)}")

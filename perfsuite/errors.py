@@ -1,4 +1,5 @@
-"""The two kinds of error a user can hit: a bad option value, and a file that cannot be used.
+"""The two kinds of error a user can hit, a bad option value and a file that cannot be used, and the commands their
+messages point to.
 
 Both carry a message that says what was wrong, where, and what to do next; commands print it and exit 2,
 the pytest plugin turns it into a usage error or a failed case. Nothing here imports torch.
@@ -7,6 +8,10 @@ the pytest plugin turns it into a usage error or a failed case. Nothing here imp
 from __future__ import annotations
 
 from pathlib import Path
+
+# The commands a message tells the user to run next: append runs to a baseline history, or start it over.
+RECORD_COMMAND = "pytest --benchmark-only --perf-update-baseline"
+REBASELINE_COMMAND = "pytest --benchmark-only --perf-rebaseline"
 
 
 class UsageError(ValueError):

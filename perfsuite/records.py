@@ -16,15 +16,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol, TypedDict
 
 import numpy as np
 
-from perfsuite.matrix.axes import EAGER
-
 # A figure recorded beside the times (extra_info in pytest-benchmark's JSON): JSON scalars only.
 Fact = str | int | float | bool | None
-MEMORY_FIGURES = ("cuda_max_allocated_bytes", "mps_driver_allocated_bytes", "cpu_peak_rss_bytes")
+# The band of a case when none is configured: the smallest change in time, or in memory, that matters (10%).
+DEFAULT_TOLERANCE = 0.10
+DEFAULT_MEMORY_TOLERANCE = 0.10
+# The compile mode of a step run as written; the matrix's other modes are declared in perfsuite.matrix.axes.
+EAGER = "eager"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,23 @@ class Case:
         compiled = "" if self.compile == EAGER else f"-{self.compile}"
         profile = "" if self.profile == "standard" else f"-{self.profile}"
         return f"{self.device}-{self.dtype}-{self.model}-bs{self.batch_size}-{self.mode}{compiled}{profile}"
+
+
+# Memory figures that belong to the case wherever it ran: a peak over the timed rounds after a reset. The others (a
+# process's peak resident set, the MPS driver's allocation) belong to the case only in a process of its own.
+CASE_OWN_MEMORY_FIGURES = ("cuda_max_allocated_bytes",)
+
+
+def memory_belongs_to_case(figure: str, fresh_process: bool) -> bool:
+    """Whether the memory figure `figure` measures the case alone: a peak after a reset always does; the others only
+    when the case had a fresh process to itself."""
+    return figure in CASE_OWN_MEMORY_FIGURES or fresh_process
+
+
+def check_band(fraction: float, what: str) -> None:
+    """Raise ValueError unless `fraction` is a band, a fraction in [0, 1): 0.10 means a 10% band; `what` names it."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+        raise ValueError(f"{what} must be a fraction in [0, 1), e.g. 0.10 for a 10% band; got {fraction!r}")
 
 
 def check_round_times(round_times_s: Sequence[float] | np.ndarray, where: str) -> None:
@@ -112,6 +131,14 @@ class Run:
         return len(self.round_times_s)
 
     @property
+    def own_memory_bytes(self) -> int | None:
+        """The memory figure when it measures the case alone (see `memory_belongs_to_case`), else None."""
+        fresh_process = self.facts.get("fresh_process") is True
+        if self.memory_bytes is None or not memory_belongs_to_case(self.memory_figure, fresh_process):
+            return None
+        return self.memory_bytes
+
+    @property
     def median_s(self) -> float:
         """Median round time in seconds."""
         return median_s(self.round_times_s)
@@ -134,6 +161,37 @@ class Run:
             return None
         processes = max(1, self.samples_per_step // self.case.batch_size)
         return self.flops_per_step * processes / self.median_s / 1e12
+
+
+# Why a case has no run: the device ran out of memory; it cannot run here (a step a CUDA graph cannot capture);
+# its training loss was NaN or infinite; it computes a wrong result (a compiled step against eager, channels_last
+# gradients against the contiguous layout); torch.compile compiled during the timed rounds; its step raised an
+# error; or the process measuring it died.
+FailureKind = Literal[
+    "out-of-memory", "cannot-run", "non-finite-loss", "wrong-result", "compiled-during-rounds", "error", "crashed",
+]
+# Kinds that skip a case rather than fail it: a limit of this machine, not a defect of the case.
+SKIPPING_FAILURES: tuple[FailureKind, ...] = ("out-of-memory", "cannot-run")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A case measured in one process without a run: what kind of failure, the message for people (it names the
+    case), and details (the end of a traceback or of a dead process's output; "" when the message says all)."""
+
+    case: Case
+    kind: FailureKind
+    message: str
+    details: str = ""
+
+    @property
+    def skips(self) -> bool:
+        """Whether the case is skipped (a limit of this machine) rather than failed."""
+        return self.kind in SKIPPING_FAILURES
+
+
+# What one process made of one case: a run, a failure, or None when no round was timed (timing disabled).
+Outcome = Run | Failure | None
 
 
 class _TimedRun(Protocol):
@@ -194,10 +252,50 @@ class Measurement(RunMedians):
         return self.last.samples_per_step / self.median_s
 
     @property
+    def own_memory_bytes(self) -> int | None:
+        """The median of the runs' memory figures (as a baseline's is), when every run's figure belongs to the case
+        alone; None otherwise."""
+        own = [run.own_memory_bytes for run in self.runs]
+        figures = [m for m in own if m is not None]
+        return int(np.median(figures)) if figures and len(figures) == len(own) else None
+
+    @property
     def tflops_per_s(self) -> float | None:
         """TFLOP/s at the measurement's median time, where the step's FLOPs were counted."""
         flops = self.last.flops_per_step
         return None if not flops else flops / self.median_s / 1e12
+
+
+def measurement_of(case: Case, outcomes: Sequence[Outcome]) -> Measurement | Failure | None:
+    """What the outcomes of `case` in one or more processes make: the failure to report when any process failed (one
+    that fails the case before one that only skips it), else the measurement of its runs; None when no process timed
+    a round."""
+    failures = [outcome for outcome in outcomes if isinstance(outcome, Failure)]
+    if failures:
+        return next((f for f in failures if not f.skips), failures[0])
+    runs = tuple(outcome for outcome in outcomes if isinstance(outcome, Run))
+    return Measurement(case, runs) if runs else None
+
+
+class WorkloadSource(TypedDict):
+    """A module that defines one of a workload's functions: its import name and its file (None if it has none); a
+    process that did not import it finds the workload there."""
+
+    module: str
+    file: str | None
+
+
+@dataclass(frozen=True)
+class ProcessProgress:
+    """One case measured by one process of a session: which pass of how many, the case, and the session's count of
+    cases measured so far, of all, and its seconds so far."""
+
+    pass_index: int
+    passes: int
+    benchmark_id: str
+    done: int
+    total: int
+    elapsed_s: float
 
 
 @dataclass(frozen=True)

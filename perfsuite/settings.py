@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from perfsuite.errors import UsageError
-from perfsuite.judge.tolerances import parse_tolerance, parse_tolerance_table
 from perfsuite.matrix.axes import (
     ACCELERATOR_DEFAULT_PROFILE,
     ALL_MODES,
@@ -28,7 +27,9 @@ from perfsuite.matrix.axes import (
     MODES,
     PROFILES,
 )
-from perfsuite.matrix.cases import MatrixOptions, parse_batch_sizes, parse_names
+from perfsuite.matrix.cases import MatrixOptions, parse_batch_sizes, parse_benchmark_id, parse_names
+from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, check_band
+from perfsuite.run.plan import ISOLATIONS, Isolation
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,10 +44,68 @@ _Default = TypeVar("_Default", int, None)
 
 
 @dataclass(frozen=True)
-class RawSettings:
-    """Option values as given (text, TOML numbers or lists), before validation; None means not given.
+class Option:
+    """One of perfsuite's options: `--perf-<key>` on pytest's command line and `<key>` in [tool.perfsuite].
 
-    The field names are the option names with `_` for `-`: `--perf-batch-size` / `batch-size` is `batch_size`.
+    `help` is argparse help text (a literal percent sign is written %%); `switch` options take no value;
+    `table` ones may be a table of per-model or per-benchmark values in [tool.perfsuite.<key>].
+    """
+
+    key: str
+    help: str
+    switch: bool = False
+    table: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The option on pytest's command line."""
+        return f"--perf-{self.key}"
+
+    @property
+    def field_name(self) -> str:
+        """The field of RawSettings that holds its value."""
+        return self.key.replace("-", "_")
+
+
+# Every option, declared once: pytest's --perf-* options, `perfsuite list`'s and the keys of [tool.perfsuite].
+OPTIONS = (
+    Option("device", "comma-separated cpu,cuda,mps (default: every available accelerator, else cpu)"),
+    Option("dtype", "comma-separated fp32,bf16,fp16; bf16/fp16 are autocast mixed precision (default: fp32,bf16)"),
+    Option("model", "comma-separated model names, dataloader (the DataLoader cases), or all (default: your own "
+           "models where your conftest registers any, else the built-in ones and the DataLoader cases)"),
+    Option("batch-size", "comma-separated batch sizes (default: the profile's per model)"),
+    Option("mode", "comma-separated train,infer or their variants (default: train,infer where the model has them)"),
+    Option("profile", "smoke | standard | full (default: standard where an accelerator runs, smoke on the CPU alone)"),
+    Option("compile", "comma-separated eager,inductor,reduce-overhead,cuda-graph: the step as written, through "
+           "torch.compile, through torch.compile's CUDA-graph mode, or replayed as a captured CUDA graph "
+           "(default: eager)"),
+    Option("warmup", f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})"),
+    Option("processes", "measure every case in K fresh processes, interleaved across cases (default: 1, in the "
+           "pytest process); the gate judges runs, so K >= 3 calibrates it"),
+    Option("isolation", "with --perf-processes: case (a fresh process per case, the default) or pass (one process "
+           "per shuffled pass over all cases)"),
+    Option("threads", "torch CPU threads in each measuring process (default: torch's)"),
+    Option("ddp-processes", "processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu)"),
+    Option("update-baseline", "append this session's runs to each case's baseline history (others are kept)",
+           switch=True),
+    Option("rebaseline", "start the baseline history of each case run over (after a torch upgrade, say); an "
+           "unreadable baseline file is moved aside first", switch=True),
+    Option("machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)"),
+    Option("baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)"),
+    Option("summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)"),
+    Option("tolerance", "time band for every case, e.g. 0.15 or 15%% (default 0.10, or [tool.perfsuite.tolerance] "
+           "per model or benchmark id)", table=True),
+    Option("memory-tolerance", "memory band, e.g. 0.10 (default 0.10, or [tool.perfsuite.memory-tolerance] per "
+           "model or benchmark id)", table=True),
+)
+
+
+@dataclass(frozen=True)
+class RawSettings:
+    """Option values as given (text, TOML numbers, booleans or lists), before validation; None means not given.
+
+    One field per option of OPTIONS, named as its key with `_` for `-`: `--perf-batch-size` / `batch-size` is
+    `batch_size`.
     """
 
     device: Any = None
@@ -58,8 +117,11 @@ class RawSettings:
     compile: Any = None
     warmup: Any = None
     processes: Any = None
+    isolation: Any = None
     threads: Any = None
     ddp_processes: Any = None
+    update_baseline: Any = None
+    rebaseline: Any = None
     machine: Any = None
     baseline_dir: Any = None
     summary_dir: Any = None
@@ -67,20 +129,17 @@ class RawSettings:
     memory_tolerance: Any = None
 
 
-# Keys of [tool.perfsuite] that are tables rather than single values.
-TABLE_KEYS = ("tolerance", "memory_tolerance")
-SETTING_KEYS = tuple(f.name.replace("_", "-") for f in fields(RawSettings) if f.name not in TABLE_KEYS)
-
-
 @dataclass(frozen=True)
 class Settings:
     """Every choice of a session, validated. Paths are as given (relative to the project root unless absolute).
 
-    `processes` is how many fresh processes measure each case (1: in the pytest process); `threads` torch's
+    `processes` is how many fresh processes measure each case (1: in the pytest process), with `isolation`
+    (a fresh process per case, or per pass over all cases); `threads` torch's
     CPU threads in each (None: torch's default); `ddp_processes` the processes of a train-ddp step (None:
     one per CUDA GPU, 2 on the CPU); `machine` names this machine's baseline files instead of the hardware.
     Tolerances: the command-line band for every case, else the per-id/per-model tables. `profile_chosen` says
-    whether the profile was given (else it follows the devices: `default_profile`).
+    whether the profile was given (else it follows the devices: `default_profile`). `update_baseline` appends
+    this session's runs to the histories, `rebaseline` starts them over.
     """
 
     matrix: MatrixOptions
@@ -96,6 +155,14 @@ class Settings:
     tolerances: Mapping[str, float] = field(default_factory=dict)
     memory_tolerances: Mapping[str, float] = field(default_factory=dict)
     profile_chosen: bool = False
+    isolation: Isolation = "case"
+    update_baseline: bool = False
+    rebaseline: bool = False
+
+    @property
+    def records(self) -> bool:
+        """Whether this session writes baselines."""
+        return self.update_baseline or self.rebaseline
 
 
 def read_pyproject_table(pyproject: Path) -> dict[str, Any]:
@@ -118,23 +185,28 @@ def merge_settings(
     """Command-line values where given, else the pyproject values; returns them and, per field, where each
     value came from (`<flag_prefix><key>` or `<source> [tool.perfsuite] <key>`) for error messages.
 
-    Unknown keys and sub-tables are an error: a misspelt key would otherwise change nothing, silently.
+    A key is an option's name without `--perf-` (`batch-size`); the underscore spelling (`batch_size`) is read
+    too, but not both at once. Unknown keys are an error: a misspelt key would otherwise change nothing, silently.
     """
-    known = set(SETTING_KEYS) | set(TABLE_KEYS)
-    unknown = sorted(k for k in table if k not in known)
+    spellings = {spelling: option for option in OPTIONS for spelling in {option.key, option.field_name}}
+    unknown = sorted(k for k in table if k not in spellings)
     if unknown:
         raise UsageError(
-            f"{source} [tool.perfsuite]: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+            f"{source} [tool.perfsuite]: unknown key(s) {', '.join(unknown)}; valid: "
+            f"{', '.join(option.key for option in OPTIONS)}"
         )
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
-    for item in fields(RawSettings):
-        key = item.name if item.name in TABLE_KEYS else item.name.replace("_", "-")
-        given = getattr(cli, item.name)
+    for option in OPTIONS:
+        given = getattr(cli, option.field_name)
+        in_table = [spelling for spelling in dict.fromkeys((option.key, option.field_name)) if spelling in table]
+        if len(in_table) > 1:
+            raise UsageError(f"{source} [tool.perfsuite]: {' and '.join(in_table)} are one key; keep {option.key}")
         if given is not None:
-            values[item.name], origins[item.name] = given, f"{flag_prefix}{item.name.replace('_', '-')}"
-        elif key in table:
-            values[item.name], origins[item.name] = table[key], f"{source} [tool.perfsuite] {key}"
+            values[option.field_name], origins[option.field_name] = given, f"{flag_prefix}{option.key}"
+        elif in_table:
+            key = in_table[0]
+            values[option.field_name], origins[option.field_name] = table[key], f"{source} [tool.perfsuite] {key}"
     return RawSettings(**values), origins
 
 
@@ -187,10 +259,74 @@ def validate_settings(
         summary_dir=_path_text(raw.summary_dir, where("summary_dir"), DEFAULT_SUMMARY_DIR),
         cli_tolerance=_cli_tolerance(raw.tolerance, where("tolerance")),
         cli_memory_tolerance=_cli_tolerance(raw.memory_tolerance, where("memory_tolerance")),
-        tolerances=_tolerance_table(raw.tolerance, where("tolerance")),
-        memory_tolerances=_tolerance_table(raw.memory_tolerance, where("memory_tolerance")),
+        tolerances=_tolerance_table(raw.tolerance, where("tolerance"), workload_names),
+        memory_tolerances=_tolerance_table(raw.memory_tolerance, where("memory_tolerance"), workload_names),
         profile_chosen=raw.profile is not None,
+        isolation=_isolation(raw.isolation, where("isolation")),
+        update_baseline=_switch(raw.update_baseline, where("update_baseline")),
+        rebaseline=_switch(raw.rebaseline, where("rebaseline")),
     )
+
+
+def parse_tolerance(raw: Any, where: str) -> float:
+    """A band from text or a number: `0.15`, or `15%` for the same; raises UsageError naming `where`."""
+    text = str(raw).strip() if isinstance(raw, str) else None
+    try:
+        if text is not None and text.endswith("%"):
+            value = float(text[:-1]) / 100
+        elif text is not None:
+            value = float(text)
+        elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            value = float(raw)
+        else:
+            raise ValueError
+        check_band(value, where)
+    except ValueError:
+        raise UsageError(f"{where}: {raw!r} is not a band; write a fraction in [0, 1) such as 0.10 (or 10%)") from None
+    return value
+
+
+def parse_tolerance_table(table: Mapping[str, Any], where: str, model_names: Sequence[str]) -> dict[str, float]:
+    """Validate a tolerance table such as `[tool.perfsuite.tolerance]`: keys are "default", a model name or a
+    benchmark id of any case the matrix could produce (on any device: one pyproject serves a Mac and a CUDA box);
+    values bands as `parse_tolerance` reads them. A key that names none of these is a UsageError: a misspelt key
+    would otherwise change nothing, silently."""
+    if not isinstance(table, Mapping):
+        raise UsageError(f"{where} must be a table of name = fraction, e.g. resnet18 = 0.15; got {table!r}")
+    unknown = [
+        str(key) for key in table
+        if key != "default" and key not in model_names and parse_benchmark_id(str(key), model_names) is None
+    ]
+    if unknown:
+        raise UsageError(
+            f"{where}: {', '.join(repr(key) for key in unknown)} names no model and no benchmark id; keys are "
+            f"\"default\", a model ({', '.join(model_names)}) or a benchmark id such as "
+            f"cuda-bf16-{model_names[0] if model_names else 'resnet18'}-bs32-train"
+        )
+    return {str(key): parse_tolerance(value, f"{where} {key!r}") for key, value in table.items()}
+
+
+def tolerance_for(
+    benchmark_id: str,
+    model: str,
+    overrides: Mapping[str, float],
+    cli_override: float | None = None,
+    memory: bool = False,
+) -> float:
+    """The band that applies to one benchmark's time (or, with `memory`, its memory figure): the command-line value,
+    else the benchmark id's entry in `overrides`, else the model's entry, else `overrides["default"]`, else
+    perfsuite's default (10%)."""
+    default = DEFAULT_MEMORY_TOLERANCE if memory else DEFAULT_TOLERANCE
+    if cli_override is not None:
+        chosen = cli_override
+    elif benchmark_id in overrides:
+        chosen = overrides[benchmark_id]
+    elif model in overrides:
+        chosen = overrides[model]
+    else:
+        chosen = overrides.get("default", default)
+    check_band(chosen, f"{benchmark_id}: tolerance")
+    return chosen
 
 
 def default_profile(devices: Sequence[str]) -> str:
@@ -220,6 +356,22 @@ def _count(raw: Any, where: str, minimum: int, default: _Default) -> int | _Defa
     return value
 
 
+def _isolation(raw: Any, where: str) -> Isolation:
+    if raw is None:
+        return "case"
+    chosen = _one_name(raw, ISOLATIONS, where)
+    return "pass" if chosen == "pass" else "case"
+
+
+def _switch(raw: Any, where: str) -> bool:
+    """An on/off option: a flag on the command line, true or false in pyproject.toml."""
+    if raw is None:
+        return False
+    if not isinstance(raw, bool):
+        raise UsageError(f"{where}: {raw!r} is not true or false")
+    return raw
+
+
 def _machine_name(raw: Any, where: str) -> str | None:
     if raw is None:
         return None
@@ -246,7 +398,7 @@ def _cli_tolerance(raw: Any, where: str) -> float | None:
     return parse_tolerance(raw, where)
 
 
-def _tolerance_table(raw: Any, where: str) -> dict[str, float]:
+def _tolerance_table(raw: Any, where: str, model_names: Sequence[str]) -> dict[str, float]:
     if raw is None or not isinstance(raw, Mapping):
         return {}
-    return parse_tolerance_table(raw, where)
+    return parse_tolerance_table(raw, where, model_names)

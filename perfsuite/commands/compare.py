@@ -166,14 +166,3 @@ def _write_outputs(comparison: Comparison, output_dir: Path, chart: bool) -> lis
         except PlottingUnavailable as missing:
             print(f"perfsuite compare: note: no chart: {missing}", file=sys.stderr)
     return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run `perfsuite compare` with `argv` (default: the process arguments)."""
-    parser = argparse.ArgumentParser(prog="perfsuite compare", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -80,11 +80,3 @@ def run(args: argparse.Namespace) -> int:
         reports.append(report)
     sys.stdout.write(render(reports, allowlist.source, args.output_format))
     return 1 if any(report.failed for report in reports) else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m perfsuite.coverage`: the same command before it is wired into `perfsuite`."""
-    parser = argparse.ArgumentParser(prog="python -m perfsuite.coverage", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))

@@ -188,14 +188,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render_text(facts, findings, args.device), end="")
     return 0 if device_is_usable(findings, args.device) else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m perfsuite.commands.doctor`: the same command as `perfsuite doctor`."""
-    parser = argparse.ArgumentParser(prog="perfsuite doctor", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,8 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfsuite.analyse.gains import FORMATS, TABLES, GainsError, gains, render, results_from_document
+from perfsuite.analyse.gains import TABLES, GainsError, gains, results_from_document
 from perfsuite.errors import BadFileError
+from perfsuite.render.gains import FORMATS, render
 from perfsuite.store.jsonfile import read_json_file
 
 EXIT_CANNOT_READ = 2
@@ -48,14 +49,3 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_READ
     print(render(result, args.format, args.table or TABLES), end="")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run `perfsuite gains` with `argv` (default: the process arguments)."""
-    parser = argparse.ArgumentParser(prog="perfsuite gains", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

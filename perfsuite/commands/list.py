@@ -26,23 +26,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the matrix; 0."""
-    from perfsuite.matrix.axes import EAGER
-    from perfsuite.matrix.cases import build_matrix
+    from perfsuite.matrix.cases import build_matrix, skip_reason
     from perfsuite.run import devices
-    from perfsuite.run.runner import case_skip_reason
     from perfsuite.settings import load_settings
-    from perfsuite.workloads import registered_workloads
+    from perfsuite.workloads import model_facts
     from perfsuite.workloads.user import load_project_workloads
 
     load_project_workloads(Path(args.pyproject))
     cli = RawSettings(**{key.replace("-", "_"): getattr(args, key.replace("-", "_")) for key in MATRIX_KEYS})
-    workloads = registered_workloads()
+    models = model_facts()
     chosen = load_settings(
-        cli, Path(args.pyproject), list(workloads), devices.available_accelerators() or ["cpu"], flag_prefix="--"
+        cli, Path(args.pyproject), list(models), devices.available_accelerators() or ["cpu"], flag_prefix="--"
     )
-    cases = build_matrix(chosen.matrix, workloads)
-    facts = devices.device_facts(compiling=any(case.compile != EAGER for case in cases))
+    cases = build_matrix(chosen.matrix, models)
+    facts = devices.device_facts(any(case.compile != "eager" for case in cases), chosen.ddp_processes)
     for case in cases:
-        reason = case_skip_reason(case, facts, chosen.ddp_processes)
+        reason = skip_reason(case, models[case.model], facts)
         print(case.benchmark_id if reason is None else f"{case.benchmark_id}  (skipped: {reason})")
     return 0

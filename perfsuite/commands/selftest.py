@@ -72,13 +72,13 @@ class _BadInput(Exception):
 def _measure(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from perfsuite.run import devices
+    from perfsuite.run.devices import backend
     from perfsuite.selftest import measure as selftest
     from perfsuite.selftest.analysis import BASELINE_RUNS
     from perfsuite.selftest.plan import default_plan, worker_cases
 
-    device = args.device or ("cuda" if devices.availability("cuda").available else "cpu")
-    usable = devices.availability(device)
+    device = args.device or ("cuda" if backend("cuda").availability().available else "cpu")
+    usable = backend(device).availability()
     if not usable.available:
         raise _BadInput(f"--device {device}: {usable.reason}")
     plan = default_plan(device)
@@ -184,14 +184,3 @@ def _reanalyse(paths: list[str]) -> int:
         selftest.write_document(analysed, Path(source))
         print(f"re-analysed {source}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run `perfsuite selftest` with `argv` (default: the process arguments)."""
-    parser = argparse.ArgumentParser(prog="perfsuite selftest", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -36,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats as scipy_stats
 
-from perfsuite.judge.tolerances import check_tolerance
+from perfsuite.records import check_band
 
 TimeOutcome = Literal["regressed", "improved", "unchanged", "uncalibrated"]
 MemoryOutcome = Literal["regressed", "improved", "unchanged", "not-compared"]
@@ -225,7 +225,7 @@ def compare_runs(
     machine's other cases. Raises ValueError on empty, zero, negative or non-finite medians, or a tolerance
     outside [0, 1).
     """
-    check_tolerance(tolerance, "tolerance")
+    check_band(tolerance, "tolerance")
     current = check_run_medians(current_medians_s, "current runs")
     baseline = check_run_medians(baseline_medians_s, "baseline runs")
     sessions = int(baseline.size) if baseline_sessions is None else baseline_sessions
@@ -316,7 +316,7 @@ def compare_memory(
     improved when current < baseline * (1 - tolerance). `not-compared` when either figure is missing or the
     baseline is 0.
     """
-    check_tolerance(tolerance, "memory tolerance")
+    check_band(tolerance, "memory tolerance")
     if current_bytes is None or baseline_bytes is None or baseline_bytes <= 0:
         return "not-compared", None
     ratio = current_bytes / baseline_bytes

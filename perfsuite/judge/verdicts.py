@@ -1,44 +1,39 @@
 """Verdicts: one measurement judged against its baseline entry.
 
 `judge` is pure: it takes a `Measurement`, the stored `BaselineEntry` (or None), this machine's identity
-and the bands, and returns a `Verdict`. Only `regressed` (time) and a regressed memory figure fail the gate;
-`uncalibrated`, `no-baseline` and `incompatible` are shown and never fail it (except a change beyond the
-uncalibrated factor, which is `regressed`).
+and the bands, and returns a `Verdict`: the decision and every figure behind it, no sentences (perfsuite.render
+writes those). Only `regressed` (time) and a regressed memory figure fail the gate; `uncalibrated`, `no-baseline`
+and `incompatible` are shown and never fail it (except a change beyond the uncalibrated factor, which is
+`regressed`).
+
+The pooled spread of a machine's other cases, which the decision borrows from, is made here too
+(`pooled_machine_spread`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from perfsuite.judge.stats import (
     DEFAULT_DECISION,
-    RECOMMENDED_PROCESSES,
     DecisionConfig,
     MemoryOutcome,
     RunComparison,
     Spread,
-    baseline_runs_needed,
     compare_memory,
     compare_runs,
-    smallest_p_value,
+    within_spread,
 )
-from perfsuite.judge.tolerances import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, check_tolerance
-from perfsuite.records import BaselineEntry, Measurement
-from perfsuite.render.units import format_bytes, format_ratio, format_seconds
+from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, BaselineEntry, Measurement, check_band
 
 VerdictStatus = Literal["regressed", "improved", "unchanged", "uncalibrated", "no-baseline", "incompatible"]
 VERDICT_STATUSES: tuple[VerdictStatus, ...] = (
     "regressed", "improved", "unchanged", "uncalibrated", "no-baseline", "incompatible",
 )
-RECORD_COMMAND = "pytest --benchmark-only --perf-update-baseline"
-REBASELINE_COMMAND = "pytest --benchmark-only --perf-rebaseline"
 # Below this share of the step spent in GPU kernels, a CUDA step measures the host as much as the GPU.
 LAUNCH_BOUND_BELOW = 0.5
-# Memory figures that belong to the case wherever it ran; the others only when it had its process to itself.
-CASE_OWN_MEMORY_FIGURES = ("cuda_max_allocated_bytes",)
 
 
 @dataclass(frozen=True)
@@ -75,8 +70,11 @@ class Verdict:
     current_memory_bytes: int | None
     memory_ratio: float | None
     memory_tolerance: float
-    message: str
+    comparison: RunComparison | None = None
+    config: DecisionConfig = DEFAULT_DECISION
+    reasons: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    baseline_source: str = "the baseline directory"
 
     @property
     def gate_failed(self) -> bool:
@@ -92,7 +90,7 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         """The verdict as plain JSON-ready data, with `gate_failed` and `launch_bound` included."""
         return {
-            **asdict(self), "notes": list(self.notes), "gate_failed": self.gate_failed,
+            **asdict(self), "reasons": list(self.reasons), "notes": list(self.notes), "gate_failed": self.gate_failed,
             "launch_bound": self.launch_bound,
         }
 
@@ -116,10 +114,9 @@ def incompatibility_reasons(
     return tuple(f"{what}: baseline {old!r}, current {new!r}" for what, old, new in pairs if old != new)
 
 
-def memory_belongs_to_case(figure: str, fresh_process: bool) -> bool:
-    """Whether a memory figure measures the case alone: CUDA's peak after a reset always does; the process's
-    peak RSS and the MPS driver's allocation only when the case had a fresh process to itself."""
-    return figure in CASE_OWN_MEMORY_FIGURES or fresh_process
+def pooled_machine_spread(entries: Iterable[BaselineEntry], identity: Mapping[str, str]) -> Spread | None:
+    """The pooled between-run spread of the entries recorded on the machine `identity` (a baseline file's cases)."""
+    return within_spread([e.run_medians_s for e in entries if dict(e.machine) == dict(identity)])
 
 
 def judge(
@@ -140,8 +137,8 @@ def judge(
     `current_memory_bytes` is the memory figure that belongs to the case (None: not gated).
     """
     benchmark_id = current.case.benchmark_id
-    check_tolerance(tolerance, f"{benchmark_id}: tolerance")
-    check_tolerance(memory_tolerance, f"{benchmark_id}: memory tolerance")
+    check_band(tolerance, f"{benchmark_id}: tolerance")
+    check_band(memory_tolerance, f"{benchmark_id}: memory tolerance")
     run = current.last
     common: dict[str, Any] = {
         "benchmark_id": benchmark_id,
@@ -154,6 +151,7 @@ def judge(
         "memory_figure": run.memory_figure,
         "current_memory_bytes": current_memory_bytes,
         "memory_tolerance": memory_tolerance,
+        "baseline_source": baseline_source,
     }
     no_memory: dict[str, Any] = {"memory_status": "not-compared", "baseline_memory_bytes": None, "memory_ratio": None}
     undecided: dict[str, Any] = {
@@ -163,26 +161,17 @@ def judge(
         return Verdict(
             **common, **no_memory, **undecided, status="no-baseline", baseline_median_s=None, ratio=None,
             baseline_runs=None,
-            message=f"{benchmark_id}: no baseline in {baseline_source}; record one with `{RECORD_COMMAND}`",
         )
     reasons = incompatibility_reasons(current, baseline, current_machine)
     if reasons:
-        ratio = current.median_s / baseline.median_s
         return Verdict(
             **common, **no_memory, **undecided, status="incompatible", baseline_median_s=baseline.median_s,
-            ratio=ratio, baseline_runs=len(baseline.runs),
-            message=(
-                f"{benchmark_id}: not compared with its baseline ({'; '.join(reasons)}); median "
-                f"{format_seconds(baseline.median_s)} -> {format_seconds(current.median_s)} ({format_ratio(ratio)}) "
-                f"shown only. Once reviewed, start its history over with `{REBASELINE_COMMAND}`"
-            ),
-            notes=reasons,
+            ratio=current.median_s / baseline.median_s, baseline_runs=len(baseline.runs), reasons=reasons,
         )
     comparison = compare_runs(
         current.run_medians_s, baseline.run_medians_s, tolerance, machine_spread, config,
         baseline_sessions=len({run.recorded_at for run in baseline.runs}),
     )
-    message = time_message(benchmark_id, comparison, baseline.median_s, current.median_s, tolerance, config)
     notes: list[str] = []
     memory_status: MemoryOutcome = "not-compared"
     memory_ratio = None
@@ -190,13 +179,6 @@ def judge(
         notes.append(f"memory figures differ: baseline {baseline.memory_figure}, current {run.memory_figure}")
     else:
         memory_status, memory_ratio = compare_memory(current_memory_bytes, baseline.memory_bytes, memory_tolerance)
-    if memory_status in ("regressed", "improved"):
-        direction = "above" if memory_status == "regressed" else "below"
-        limit = 1 + memory_tolerance if memory_status == "regressed" else 1 - memory_tolerance
-        message += (
-            f"; memory {memory_status}: {run.memory_figure} {format_bytes(baseline.memory_bytes)} -> "
-            f"{format_bytes(current_memory_bytes)} ({format_ratio(memory_ratio)}, {direction} the band {limit:.3g})"
-        )
     p_value = comparison.p_value_slower if comparison.ratio >= 1 else comparison.p_value_faster
     return Verdict(
         **common,
@@ -212,75 +194,7 @@ def judge(
         memory_status=memory_status,
         baseline_memory_bytes=baseline.memory_bytes,
         memory_ratio=memory_ratio,
-        message=message,
+        comparison=comparison,
+        config=config,
         notes=tuple(notes),
     )
-
-
-def _percent(fraction: float) -> str:
-    return f"{fraction * 100:.3g}%"
-
-
-def floor_text(comparison: RunComparison, tolerance: float) -> str:
-    """What the runs at hand can detect, e.g. `detects >= 12% here` and, when noise puts the floor above the
-    band, what would bring it under."""
-    text = f"detects >= {_percent(comparison.detectable_slowdown)} here"
-    if comparison.noise_slowdown is not None and comparison.noise_slowdown > tolerance:
-        text += f"; the noise floor is above the {_percent(tolerance)} band: " + _more_runs_text(comparison)
-    return text
-
-
-def _more_runs_text(comparison: RunComparison) -> str:
-    spread = "" if comparison.log_sd is None else f"this machine's runs scatter by {_percent(comparison.log_sd)} (sd); "
-    return (
-        f"{spread}no process count lowers it, since one session's runs share the machine's state: judge on a "
-        "quieter runner, with --perf-threads 1 or longer runs (--benchmark-max-time 5), or give this case a wider "
-        "band"
-    )
-
-
-def time_message(
-    benchmark_id: str,
-    comparison: RunComparison,
-    baseline_median_s: float,
-    current_median_s: float,
-    tolerance: float,
-    config: DecisionConfig,
-) -> str:
-    """One line that says the outcome and why."""
-    runs = f"{comparison.current_runs} run(s) vs {comparison.baseline_runs} baseline run(s)"
-    head = (
-        f"{benchmark_id} {comparison.outcome}: median {format_seconds(baseline_median_s)} -> "
-        f"{format_seconds(current_median_s)} ({format_ratio(comparison.ratio)}, {runs})"
-    )
-    if not comparison.calibrated:
-        factor = config.uncalibrated_factor
-        if comparison.outcome != "uncalibrated":
-            past = "beyond the baseline's slowest run" if comparison.outcome == "regressed" else (
-                "below the baseline's fastest run"
-            )
-            return f"{head}; x{factor:g} {past}, called although the runs are too few to calibrate the test"
-        smallest = smallest_p_value(comparison.current_runs, comparison.baseline_runs)
-        processes = max(comparison.current_runs, RECOMMENDED_PROCESSES)
-        needed = baseline_runs_needed(processes, config.false_alarm_rate)
-        recordings = math.ceil(needed / RECOMMENDED_PROCESSES)
-        return (
-            f"{head}; uncalibrated: with these runs no p below {smallest:.2g} is possible, not the "
-            f"{config.false_alarm_rate:g} the gate needs, so only a change x{factor:g} beyond the baseline's slowest "
-            "run (and beyond the noise) is called; judge with "
-            f"--perf-processes {processes} against >= {needed} baseline runs "
-            f"(`{RECORD_COMMAND} --perf-processes {RECOMMENDED_PROCESSES}`, recorded {recordings} times)"
-        )
-    interval = f"CI [{comparison.ci_low:.3f}, {comparison.ci_high:.3f}]"
-    floor = floor_text(comparison, tolerance)
-    if comparison.outcome == "regressed":
-        return (
-            f"{head}; slower beyond the band {1 + tolerance:.3g} with p = {comparison.p_value_slower:.2g} "
-            f"< {config.false_alarm_rate:g} ({interval}); {floor}"
-        )
-    if comparison.outcome == "improved":
-        return (
-            f"{head}; faster beyond the band {1 - tolerance:.3g} with p = {comparison.p_value_faster:.2g} "
-            f"< {config.false_alarm_rate:g} ({interval}); {floor}"
-        )
-    return f"{head}; within the band +-{_percent(tolerance)} or within the noise ({interval}); {floor}"

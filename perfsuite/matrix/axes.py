@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from perfsuite.records import EAGER
+
 DEVICES = ("cpu", "cuda", "mps")
 DTYPES = ("fp32", "bf16", "fp16")
 DEFAULT_DTYPES = ("fp32", "bf16")
@@ -18,7 +20,6 @@ VARIANT_MODES = ("train-checkpoint", "train-channels-last", "infer-channels-last
 ALL_MODES = MODES + VARIANT_MODES
 # How the step runs: as written (eager), through torch.compile with the default inductor backend, through
 # torch.compile's CUDA-graph mode (`mode="reduce-overhead"`), or as a plain torch.cuda.CUDAGraph replay of the step.
-EAGER = "eager"
 COMPILE_MODES = (EAGER, "inductor", "reduce-overhead", "cuda-graph")
 DEFAULT_COMPILE_MODES = (EAGER,)
 # The modes a compiled or graph-replayed step is measured in; the other variants stay eager.

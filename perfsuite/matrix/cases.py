@@ -5,16 +5,19 @@ Everything here is pure: the facts about this machine come in as a `DeviceFacts`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from perfsuite.errors import UsageError
 from perfsuite.matrix.axes import (
+    ALL_MODES,
     COMPILABLE_MODES,
+    COMPILE_MODES,
     DATALOADER_MODEL,
     DEFAULT_COMPILE_MODES,
     DEFAULT_DTYPES,
+    DEVICES,
+    DTYPES,
     EAGER,
     MODES,
     PROFILES,
@@ -22,21 +25,59 @@ from perfsuite.matrix.axes import (
 )
 from perfsuite.records import Case
 
-if TYPE_CHECKING:
-    from perfsuite.workloads import Workload
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the matrix knows of a model, declared by its workload (`Workload.facts`).
+
+    `modes` the modes it runs; `batch_sizes` its default batch sizes per profile (`full` adds to `standard`);
+    `builtin` whether perfsuite ships it; `trains_convolutions` whether its training step runs nn.Conv2d;
+    `has_batchnorm` whether it has nn.BatchNorm2d layers; `host_loop` whether its step is a pipeline with a
+    host-side loop rather than one module call.
+    """
+
+    name: str
+    modes: tuple[str, ...]
+    batch_sizes: Mapping[str, tuple[int, ...]]
+    builtin: bool = False
+    trains_convolutions: bool = False
+    has_batchnorm: bool = False
+    host_loop: bool = False
+
+    def batch_sizes_for(self, profile: str) -> tuple[int, ...]:
+        """Default batch sizes of `profile`; `full` includes the `standard` ones."""
+        if profile == "full":
+            standard = tuple(self.batch_sizes.get("standard", ()))
+            extra = tuple(b for b in self.batch_sizes.get("full", ()) if b not in standard)
+            return standard + extra
+        return tuple(self.batch_sizes.get(profile, ()))
+
+
+# A device's own reasons why a case cannot run on it (declared by its backend in perfsuite.run.devices).
+DeviceRule = Callable[[Case, ModelFacts, "DeviceFacts"], "str | None"]
 
 
 @dataclass(frozen=True)
 class DeviceFacts:
-    """What decides whether a case can run here."""
+    """What decides whether a case can run here.
+
+    `unavailable_reasons` names each device that cannot run and why; `device_rules` holds each device's own rules
+    (bf16 on MPS needs torch 2.6, ...); `cuda_graph_devices` the devices that can replay CUDA graphs;
+    `device_counts` how many of each device this process sees and `ddp_processes` the train-ddp processes chosen
+    (None: the device's default). `compile_unsupported_reason` says why torch.compile cannot run here at all
+    (e.g. this Python is not supported by Dynamo) and `cpp_compiler` is the C++ compiler inductor would use on the
+    CPU (None: none found).
+    """
 
     unavailable_reasons: Mapping[str, str]
     torch_version: tuple[int, int]
     macos_version: tuple[int, int] | None = None
-    # Why torch.compile cannot run here at all (e.g. this Python is not supported by Dynamo), and the C++
-    # compiler inductor would use on the CPU (None: none found).
     compile_unsupported_reason: str | None = None
     cpp_compiler: str | None = "c++"
+    device_rules: Mapping[str, DeviceRule] = field(default_factory=dict)
+    cuda_graph_devices: frozenset[str] = frozenset()
+    device_counts: Mapping[str, int] = field(default_factory=dict)
+    ddp_processes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -91,21 +132,26 @@ def parse_batch_sizes(raw: object, option: str = "--perf-batch-size") -> list[in
     return list(dict.fromkeys(sizes))
 
 
-def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> list[Case]:
+def default_models(models: Mapping[str, ModelFacts]) -> list[str]:
+    """The models a session measures when none are named: the user's own (any not built in) when there are some,
+    else every one of `models`. The built-in ones join a user's matrix only when named, or with `all`."""
+    users = [name for name, facts in models.items() if not facts.builtin]
+    return users or list(models)
+
+
+def build_matrix(options: MatrixOptions, models: Mapping[str, ModelFacts]) -> list[Case]:
     """Every case the options select, in a stable order (model, mode, dtype, batch size, compile mode, device).
     Without a model choice, a user's own models when any is registered, else the built-in ones. Compile modes
     other than eager apply to the plain modes and the channels_last variants only."""
     if options.profile not in PROFILES:
         raise UsageError(f"--perf-profile: unknown value {options.profile}; valid: {', '.join(PROFILES)}")
-    from perfsuite.workloads import default_model_names
-
     chosen = [m for m in options.models if m != DATALOADER_MODEL] if options.models else None
-    model_names = chosen if chosen is not None else default_model_names(workloads)
+    model_names = chosen if chosen is not None else default_models(models)
     cases = []
     for model in model_names:
-        workload = workloads[model]
-        batch_sizes = options.batch_sizes or workload.batch_sizes_for(options.profile)
-        for mode in (m for m in options.modes if m in workload.modes):
+        facts = models[model]
+        batch_sizes = options.batch_sizes or facts.batch_sizes_for(options.profile)
+        for mode in (m for m in options.modes if m in facts.modes):
             for dtype in options.dtypes:
                 for batch_size in batch_sizes:
                     for compile_mode in options.compile_modes:
@@ -116,94 +162,63 @@ def build_matrix(options: MatrixOptions, workloads: Mapping[str, Workload]) -> l
     return cases
 
 
+def parse_benchmark_id(benchmark_id: str, model_names: Sequence[str]) -> Case | None:
+    """The case a benchmark id names, whatever this session selects (`cuda-bf16-resnet18-bs32-infer-inductor`), or
+    None when no value of the axes and `model_names` spells it."""
+    for device in DEVICES:
+        for dtype in DTYPES:
+            prefix = f"{device}-{dtype}-"
+            if not benchmark_id.startswith(prefix):
+                continue
+            for model in sorted(model_names, key=len, reverse=True):
+                start = f"{prefix}{model}-bs"
+                if not benchmark_id.startswith(start):
+                    continue
+                size, _, rest = benchmark_id[len(start):].partition("-")
+                if not size.isdigit() or int(size) < 1:
+                    continue
+                for mode in ALL_MODES:
+                    for compile_mode in COMPILE_MODES:
+                        for profile in PROFILES:
+                            case = Case(device, dtype, model, int(size), mode, profile, compile_mode)
+                            if case.benchmark_id == benchmark_id:
+                                return case
+    return None
+
+
 def runs_dataloader(options: MatrixOptions) -> bool:
     """Whether the DataLoader cases run: with no model chosen, or when `dataloader` is among the models."""
     return options.models is None or DATALOADER_MODEL in options.models
 
 
-def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
-    """Why `case` cannot run on this machine, or None when it can."""
-    from perfsuite.matrix import mps_support as mps  # the MPS release facts, declared once for the doctor too
-
+def skip_reason(case: Case, model: ModelFacts, facts: DeviceFacts) -> str | None:
+    """Why `case` of `model` cannot run on this machine, or None when it can: the device is unavailable, the compile
+    mode cannot run the step, or a rule of the device itself (`facts.device_rules`)."""
     if case.device in facts.unavailable_reasons:
         return f"{case.device} unavailable: {facts.unavailable_reasons[case.device]}"
     if case.compile != EAGER:
-        reason = compile_skip_reason(case, facts)
+        reason = compile_skip_reason(case, model, facts)
         if reason:
             return reason
-    if case.device != "mps":
-        return None
-    torch_version = facts.torch_version
-    training = base_mode(case.mode) == "train"
-    if case.dtype == "fp16" and not mps.is_at_least(torch_version, mps.MIN_TORCH_FOR_MPS_FP16_AUTOCAST):
-        return (
-            f"fp16 autocast on MPS needs torch >= {mps.dotted(mps.MIN_TORCH_FOR_MPS_FP16_AUTOCAST)} "
-            f"(installed {_version(torch_version)})"
-        )
-    if case.dtype == "bf16":
-        if not mps.is_at_least(torch_version, mps.MIN_TORCH_FOR_MPS_BF16_AUTOCAST):
-            return (
-                f"bf16 autocast on MPS needs torch >= {mps.dotted(mps.MIN_TORCH_FOR_MPS_BF16_AUTOCAST)} "
-                f"(installed {_version(torch_version)})"
-            )
-        if facts.macos_version is not None and not mps.is_at_least(facts.macos_version, mps.MIN_MACOS_FOR_MPS_BF16):
-            return (
-                f"bf16 on MPS needs macOS >= {mps.MIN_MACOS_FOR_MPS_BF16[0]} "
-                f"(this is macOS {_version(facts.macos_version)})"
-            )
-    if case.dtype == "fp16" and training:
-        if not mps.is_at_least(torch_version, mps.MIN_TORCH_FOR_MPS_GRAD_SCALER):
-            return (
-                f"GradScaler on MPS (fp16 training) needs torch >= {mps.dotted(mps.MIN_TORCH_FOR_MPS_GRAD_SCALER)} "
-                f"(installed {_version(torch_version)})"
-            )
-        if case.model in CONVOLUTIONAL_MODELS and mps.is_at_most(
-            torch_version, mps.LAST_TORCH_WITH_MPS_FP16_CONV_BACKWARD_ABORT
-        ):
-            return (
-                f"fp16 convolution backward can abort the process on MPS (pytorch/pytorch#119108; torch "
-                f"{_version(torch_version)}'s own MPS tests skip it); {case.model} trains convolutions"
-            )
-    if (
-        case.mode == "train-channels-last"
-        and case.model in BATCHNORM_MODELS
-        and mps.is_at_most(torch_version, mps.LAST_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_BUG)
-    ):
-        return (
-            "BatchNorm2d backward on channels_last input gives wrong gradients or a RuntimeError on MPS "
-            f"(pytorch/pytorch#175189, fixed after torch {mps.dotted(mps.NEWEST_TORCH_CHECKED)} by #181411/#188371; "
-            f"installed {_version(torch_version)}): timing it would time a wrong result"
-        )
-    return None
+    rule = facts.device_rules.get(case.device)
+    return None if rule is None else rule(case, model, facts)
 
 
-def compile_skip_reason(case: Case, facts: DeviceFacts) -> str | None:
-    """Why `case`'s compiled or graph-replayed step cannot run here, or None."""
-    from perfsuite.matrix import mps_support as mps
-
+def compile_skip_reason(case: Case, model: ModelFacts, facts: DeviceFacts) -> str | None:
+    """Why `case`'s compiled or graph-replayed step cannot run here, whatever the device, or None."""
     if facts.compile_unsupported_reason:
         return f"torch.compile is unavailable here: {facts.compile_unsupported_reason}"
-    if case.model in HOST_LOOP_MODELS:
+    if model.host_loop:
         return (
             f"{case.model} runs a host-side loop (scheduler steps, three models in turn); only its parts are "
             "compiled or captured, so the whole pipeline is measured eager"
         )
-    if case.compile in CUDA_GRAPH_COMPILE_MODES and case.device != "cuda":
+    if case.compile in CUDA_GRAPH_COMPILE_MODES and case.device not in facts.cuda_graph_devices:
         return f"{case.compile} replays CUDA graphs, which exist only on CUDA"
     if case.compile == "cuda-graph" and base_mode(case.mode) == "train" and case.dtype == "fp16":
         return (
             "GradScaler checks its scaled gradients for inf/NaN on the host every step (a host sync), which a "
             "CUDA graph cannot capture"
-        )
-    if case.device == "cpu" and facts.cpp_compiler is None:
-        return (
-            "torch.compile's inductor backend needs a C++ compiler on the CPU: none found (install g++ or clang, "
-            "or set CXX)"
-        )
-    if case.device == "mps" and not mps.is_at_least(facts.torch_version, mps.MIN_TORCH_FOR_MPS_INDUCTOR):
-        return (
-            f"torch.compile's inductor backend for MPS arrived in torch {mps.dotted(mps.MIN_TORCH_FOR_MPS_INDUCTOR)} "
-            f"(installed {_version(facts.torch_version)})"
         )
     return None
 
@@ -228,15 +243,10 @@ def parse_version(text: str) -> tuple[int, int]:
     return (numbers + [0, 0])[0], (numbers + [0, 0])[1]
 
 
-def _version(version: tuple[int, int]) -> str:
-    return f"{version[0]}.{version[1]}"
+def version_text(version: tuple[int, ...]) -> str:
+    """(2, 13) -> '2.13'."""
+    return ".".join(str(part) for part in version)
 
 
-# Trainable models whose step runs nn.Conv2d (checked against the modules in tests/unit/test_cases.py).
-CONVOLUTIONAL_MODELS = ("resnet18", "sd15-unet")
-# Workloads whose step is a pipeline with a host-side loop rather than one module call.
-HOST_LOOP_MODELS = ("sd15-text2img",)
 # Compile modes that replay CUDA graphs.
 CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "cuda-graph")
-# Models with nn.BatchNorm2d layers (sd15-unet normalises with GroupNorm, which MPS handles in channels_last).
-BATCHNORM_MODELS = ("resnet18",)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from perfsuite.records import ProcessProgress
+
 
 def remaining_s(elapsed_s: float, done: int, total: int) -> float | None:
     """An estimate of the seconds left when `done` of `total` steps took `elapsed_s`; None before the first."""
@@ -24,3 +26,13 @@ def progress_line(done: int, total: int, elapsed_s: float) -> str:
     left = remaining_s(elapsed_s, done, total)
     estimate = "" if left is None or done == total else f", about {format_duration(left)} left"
     return f"perfsuite: {done}/{total} benchmarks in {format_duration(elapsed_s)}{estimate}"
+
+
+def process_progress_line(progress: ProcessProgress) -> str:
+    """`perfsuite: process 2/3 measured cpu-fp32-resnet18-bs4-infer-smoke (5/12, about 40 s left)`."""
+    left = remaining_s(progress.elapsed_s, progress.done, progress.total)
+    shown = "" if left is None else f", about {left:.0f} s left"
+    return (
+        f"perfsuite: process {progress.pass_index}/{progress.passes} measured {progress.benchmark_id} "
+        f"({progress.done}/{progress.total}{shown})"
+    )

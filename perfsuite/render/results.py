@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from perfsuite.matrix.axes import ACCELERATOR_DEFAULT_PROFILE, CPU_DEFAULT_PROFILE
+from perfsuite.matrix.cases import MatrixOptions
 from perfsuite.records import Measurement
 from perfsuite.render.units import format_bytes, format_seconds
 
@@ -33,8 +35,8 @@ def result_rows(measurements: Sequence[Measurement], verdicts: Mapping[str, str]
 
 
 def _own_memory(measurement: Measurement) -> bool:
-    """Whether the memory figure is the case's own: a CPU peak RSS is only in a process the case had to itself."""
-    return measurement.case.device != "cpu" or all(run.facts.get("fresh_process") is True for run in measurement.runs)
+    """Whether the memory figure shown is the case's own (a process's peak RSS is only in a process of its own)."""
+    return measurement.last.memory_bytes is None or all(run.own_memory_bytes is not None for run in measurement.runs)
 
 
 def render_results(measurements: Sequence[Measurement], verdicts: Mapping[str, str]) -> str:
@@ -55,3 +57,19 @@ def render_results_markdown(measurements: Sequence[Measurement], verdicts: Mappi
         lines += ["| " + " | ".join(row[c] for c in RESULT_COLUMNS) + " |" for row in rows]
         lines.append("")
     return "\n".join(lines)
+
+
+def session_header(options: MatrixOptions, profile_chosen: bool, models: Sequence[str], processes: int) -> list[str]:
+    """The lines pytest's header shows: what the session measures and, when the smoke profile runs because no
+    accelerator is selected, why and how to run the article's sizes."""
+    note = []
+    if not profile_chosen and options.profile == CPU_DEFAULT_PROFILE:
+        note = [
+            f"perfsuite: no accelerator is selected, so the {CPU_DEFAULT_PROFILE} profile runs (the same architectures "
+            f"scaled down, minutes on a few CPU cores); the article's sizes: add --perf-profile "
+            f"{ACCELERATOR_DEFAULT_PROFILE}"
+        ]
+    return note + [
+        f"perfsuite: profile={options.profile} device={','.join(options.devices)} dtype={','.join(options.dtypes)} "
+        f"model={','.join(models)} compile={','.join(options.compile_modes)} processes={processes}"
+    ]

@@ -10,11 +10,13 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from perfsuite.judge.verdicts import RECORD_COMMAND, VERDICT_STATUSES, Verdict
+from perfsuite.errors import RECORD_COMMAND
+from perfsuite.judge.verdicts import VERDICT_STATUSES, Verdict
 from perfsuite.render.units import format_bytes, format_ratio, format_seconds
+from perfsuite.render.verdicts import verdict_message
 
 VERDICTS_SCHEMA = "perfsuite-verdicts"
-VERDICTS_SCHEMA_VERSION = 2
+VERDICTS_SCHEMA_VERSION = 3
 COLUMNS = (
     "benchmark", "verdict", "baseline", "current", "ratio", "CI", "p", "runs", "band", "detects", "samples/s",
     "memory", "memory change",
@@ -89,7 +91,7 @@ def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, str]]:
 def _details(verdicts: Sequence[Verdict]) -> list[str]:
     """The messages worth reading in full: failures, improvements, incompatibilities, too few rounds."""
     worth = [v for v in sorted(verdicts, key=_order) if v.gate_failed or v.status not in ("unchanged", "no-baseline")]
-    lines = [v.message for v in worth]
+    lines = [verdict_message(v) for v in worth]
     if any(v.status == "no-baseline" for v in verdicts):
         lines.append(f"benchmarks without a baseline are not gated; record them with `{RECORD_COMMAND}`")
     return lines
@@ -121,7 +123,7 @@ def render_json(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = 
         "schema_version": VERDICTS_SCHEMA_VERSION,
         "gate_failed": counts["gate-failed"] > 0,
         "counts": counts,
-        "verdicts": [v.to_dict() for v in sorted(verdicts, key=_order)],
+        "verdicts": [{**v.to_dict(), "message": verdict_message(v)} for v in sorted(verdicts, key=_order)],
         "errors": dict(sorted(errors.items())),
     }
     return json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"

@@ -32,7 +32,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from perfsuite.matrix.cases import UsageError
-from perfsuite.run.devices import synchronize
+from perfsuite.run.devices import backend
 
 STORAGES = ("memory", "memmap")
 DEFAULT_WORKER_COUNTS = (0, 2, 4, 8)
@@ -130,14 +130,15 @@ def loader_skip_reason(
         return f"{case.device} unavailable: {unavailable_reasons[case.device]}"
     if not case.pin_memory:
         return None
-    if case.device == "cpu":
+    device = backend(case.device)
+    if not device.is_accelerator:
         return "pin_memory speeds up copies to an accelerator; batches loaded for the cpu are not copied"
     if pinning_accelerator == case.device:
         return None
-    if case.device == "mps":
+    if device.ignores_pin_memory:
         return (
-            f"torch {torch_version} ignores pin_memory=True on MPS (it warns and loads into ordinary memory; "
-            "pytorch/pytorch#86060), so a pinned case would repeat the unpinned one"
+            f"torch {torch_version} ignores pin_memory=True {device.ignores_pin_memory}, so a pinned case would "
+            "repeat the unpinned one"
         )
     return (
         f"torch {torch_version} does not pin DataLoader batches for {case.device} here "
@@ -284,11 +285,11 @@ def start_loader(loader: DataLoader, device: str) -> float:
 def _consume(batches: Iterator[tuple[torch.Tensor, torch.Tensor]], device: str, non_blocking: bool) -> int:
     samples = 0
     for images, labels in batches:
-        if device != "cpu":
+        if backend(device).is_accelerator:
             images.to(device, non_blocking=non_blocking)
             labels.to(device, non_blocking=non_blocking)
         samples += len(labels)
-    synchronize(device)
+    backend(device).synchronize()
     return samples
 
 

@@ -1,139 +1,91 @@
-"""The process as the unit: each case measured in K fresh worker processes, interleaved across cases.
+"""The process as the unit: each case of a plan measured in K fresh worker processes, interleaved across cases.
 
-`plan_passes` (pure) makes K passes over the cases, each in its own shuffled order, so a slow spell of the
-machine lands on many cases a little rather than on one case wholly. `measure_in_processes` runs them: with
-`isolation="case"` every case of every pass gets a fresh process (clean memory figures, a crash or an abort
-takes one case with it), with `isolation="pass"` one process measures a whole pass (torch, transformers and
-diffusers are imported once per pass; the memory figure of a CPU case is then not its own).
+`measure_in_processes` carries out a `SessionPlan` (its passes, and which cases share a process) with worker
+processes (`perfsuite.run.worker`) and collects every process's outcome per case. A case that ran out of memory, or
+cannot run here, is not tried again in later passes. A worker that dies takes only the case it was measuring with
+it: that case gets a `crashed` failure with the end of the worker's output, and the cases after it are measured in a
+new process.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
 
-from perfsuite.records import Case, Run
-from perfsuite.render.progress import remaining_s
-from perfsuite.store.runs import run_from_json
+from perfsuite.records import Case, Failure, Outcome, ProcessProgress
+from perfsuite.run.measure import crashed
+from perfsuite.run.plan import SessionPlan
+from perfsuite.run.wire import outcome_from_json
+from perfsuite.run.worker import spec_of
 
-Isolation = Literal["case", "pass"]
-ISOLATIONS: tuple[Isolation, ...] = ("case", "pass")
 WORKER_TIMEOUT_S = 3600.0
-_STDERR_TAIL_CHARACTERS = 1500
+_OUTPUT_TAIL_CHARACTERS = 1500
 
 
-@dataclass(frozen=True)
-class RoundSettings:
-    """pytest-benchmark's round settings, handed to each worker: at least `min_rounds` rounds, rounds until
-    `max_time_s` has passed, each round at least `min_time_s` long."""
+class Interrupted(Exception):
+    """The session was interrupted while processes measured; `outcomes` holds what every process reported before."""
 
-    min_rounds: int = 5
-    max_time_s: float = 1.0
-    min_time_s: float = 5e-6
-
-
-@dataclass
-class CaseOutcome:
-    """What the processes made of one case: its runs, the out-of-memory message that stopped it, why it cannot
-    run here (`skipped`), or errors."""
-
-    runs: list[Run] = field(default_factory=list)
-    out_of_memory: str | None = None
-    skipped: str | None = None
-    errors: list[str] = field(default_factory=list)
-
-
-def plan_passes(cases: Sequence[Case], processes: int, seed: int) -> list[list[Case]]:
-    """`processes` passes over `cases`, each in an order shuffled by `seed` and the pass number."""
-    passes = []
-    for index in range(processes):
-        order = list(cases)
-        random.Random(seed * 1000 + index).shuffle(order)
-        passes.append(order)
-    return passes
-
-
-def worker_batches(pass_cases: Sequence[Case], isolation: Isolation) -> list[list[Case]]:
-    """The processes of one pass: a process per case, or one process for the whole pass."""
-    return [[case] for case in pass_cases] if isolation == "case" else [list(pass_cases)]
+    def __init__(self, outcomes: dict[str, list[Outcome]]) -> None:
+        super().__init__("interrupted")
+        self.outcomes = outcomes
 
 
 def measure_in_processes(
-    cases: Sequence[Case],
-    processes: int,
-    isolation: Isolation,
-    spec: Mapping[str, Any],
-    seed: int = 0,
-    progress: Callable[[str], None] = print,
-) -> dict[str, CaseOutcome]:
-    """Measure every case in `processes` passes of fresh worker processes; outcomes by benchmark id.
+    plan: SessionPlan, progress: Callable[[ProcessProgress], None] = lambda line: None,
+) -> dict[str, list[Outcome]]:
+    """Every process's outcome of each case of `plan`, by benchmark id, in the order the processes ran.
 
-    `spec` holds what every worker needs besides its cases (warm-up, threads, ddp processes, round settings as
-    `benchmark`, workload sources, sys_path). A case that ran out of memory, or cannot run here, is not tried again
-    in later passes.
+    An interrupt (Ctrl-C) raises `Interrupted` holding the outcomes reported before it.
     """
-    outcomes = {case.benchmark_id: CaseOutcome() for case in cases}
-    passes = plan_passes(cases, processes, seed)
-    total = processes * len(cases)
+    outcomes: dict[str, list[Outcome]] = {case.benchmark_id: [] for case in plan.cases}
+    total = plan.processes * len(plan.cases)
     done = 0
     start_s = time.perf_counter()
-    for pass_index, pass_cases in enumerate(passes, start=1):
-        todo = [
-            c for c in pass_cases
-            if outcomes[c.benchmark_id].out_of_memory is None and outcomes[c.benchmark_id].skipped is None
-        ]
-        for batch in worker_batches(todo, isolation):
-            for line in run_worker(batch, spec):
-                outcome = outcomes[line["benchmark_id"]]
-                if line.get("run") is not None:
-                    outcome.runs.append(run_from_json(line["run"]))
-                elif "out_of_memory" in line:
-                    outcome.out_of_memory = line["out_of_memory"]
-                elif "skipped" in line:
-                    outcome.skipped = line["skipped"]
-                elif "error" in line:
-                    outcome.errors.append(line["error"])
-                done += 1
-                left = remaining_s(time.perf_counter() - start_s, done, total)
-                shown = "" if left is None else f", about {left:.0f} s left"
-                progress(f"perfsuite: process {pass_index}/{processes} measured {line['benchmark_id']} "
-                         f"({done}/{total}{shown})")
+    try:
+        for pass_index, pass_cases in enumerate(plan.passes(), start=1):
+            todo = [case for case in pass_cases if not _stopped(outcomes[case.benchmark_id])]
+            for batch in plan.worker_batches(todo):
+                for case, outcome in run_worker(plan, batch):
+                    outcomes[case.benchmark_id].append(outcome)
+                    done += 1
+                    progress(ProcessProgress(
+                        pass_index, plan.processes, case.benchmark_id, done, total, time.perf_counter() - start_s,
+                    ))
+    except KeyboardInterrupt:
+        raise Interrupted(outcomes) from None
     return outcomes
 
 
-def run_worker(batch: Sequence[Case], spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Run one worker process over `batch`; one line per case. A case the worker did not reach (it crashed or
-    aborted) gets an error line with the exit status and the end of its output, and the cases after it are
-    measured in a new process."""
-    lines: list[dict[str, Any]] = []
+def _stopped(outcomes: Sequence[Outcome]) -> bool:
+    # Out of memory or impossible here: later passes would meet the same.
+    return any(isinstance(outcome, Failure) and outcome.skips for outcome in outcomes)
+
+
+def run_worker(plan: SessionPlan, batch: Sequence[Case]) -> list[tuple[Case, Outcome]]:
+    """Run worker processes over `batch` until every case has an outcome; a case a worker did not reach because it
+    died gets a `crashed` failure, and the cases after it go to a new process."""
+    results: list[tuple[Case, Outcome]] = []
     todo = list(batch)
     while todo:
         with tempfile.TemporaryDirectory(prefix="perfsuite-worker-") as folder:
             spec_path, out_path = Path(folder) / "spec.json", Path(folder) / "out.jsonl"
-            spec_path.write_text(json.dumps({**spec, "cases": [asdict(c) for c in todo]}), encoding="utf-8")
+            spec_path.write_text(json.dumps(spec_of(plan, todo)), encoding="utf-8")
             completed = subprocess.run(
                 [sys.executable, "-m", "perfsuite.run.worker", str(spec_path), str(out_path)],
                 capture_output=True, text=True, timeout=WORKER_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
             text = out_path.read_text(encoding="utf-8") if out_path.exists() else ""
-            written = [json.loads(line) for line in text.splitlines()]
-        lines += written
-        todo = todo[len(written):]
+        reported = [outcome_from_json(json.loads(line)) for line in text.splitlines()]
+        results += list(zip(todo, reported, strict=False))
+        todo = todo[len(reported):]
         if todo:
-            tail = (completed.stdout + completed.stderr).strip()[-_STDERR_TAIL_CHARACTERS:]
-            lines.append({
-                "benchmark_id": todo[0].benchmark_id,
-                "error": f"the worker process exited with status {completed.returncode} while measuring this case: "
-                         f"{tail}",
-            })
+            tail = (completed.stdout + completed.stderr).strip()[-_OUTPUT_TAIL_CHARACTERS:]
+            results.append((todo[0], crashed(todo[0], completed.returncode, tail)))
             todo = todo[1:]
-    return lines
+    return results

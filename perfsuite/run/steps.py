@@ -23,7 +23,7 @@ from perfsuite.matrix.axes import EAGER, base_mode
 from perfsuite.records import Case
 from perfsuite.run import compiled
 from perfsuite.run.correctness import channels_last_gradients_match
-from perfsuite.run.devices import synchronize
+from perfsuite.run.devices import backend
 from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import materialize_random_weights
 
@@ -57,7 +57,7 @@ class PreparedCase:
         """One step that returns only when the device has finished it: what each timed round runs.
         Returns the step's output (the loss of a training step)."""
         output = self.run_step()
-        synchronize(self.case.device)
+        backend(self.case.device).synchronize()
         return output
 
 
@@ -81,9 +81,7 @@ def autocast_context(case: Case) -> contextlib.AbstractContextManager:
     without its cast cache, as torch.cuda.graph's documentation requires."""
     if case.dtype == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(
-        device_type=case.device, dtype=TORCH_DTYPES[case.dtype], cache_enabled=case.compile != "cuda-graph"
-    )
+    return backend(case.device).autocast(TORCH_DTYPES[case.dtype], cache_enabled=case.compile != "cuda-graph")
 
 
 def prepare_case(case: Case, workload: Workload) -> PreparedCase:
@@ -100,7 +98,7 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     digest = config_digest(workload.name, module, inputs, case.compile)
     # Recorded with the result, so a channels_last training result says whether its gradients were checked.
     layout_facts = {}
-    if channels_last and base_mode(case.mode) == "train" and case.device in LAYOUT_CHECKED_DEVICES:
+    if channels_last and base_mode(case.mode) == "train" and backend(case.device).checks_channels_last_gradients:
         check_channels_last_gradients(case, workload, module, inputs)
         layout_facts = {"channels_last_gradients_checked": True}
     if channels_last:
@@ -152,8 +150,7 @@ def prepare_compiled(
     `target` is None for inference."""
     flops_per_step = count_flops(step_with(module))
 
-    def sync() -> None:
-        synchronize(case.device)
+    sync = backend(case.device).synchronize
 
     parameters = [p for p in module.parameters() if p.requires_grad]
 
@@ -220,11 +217,6 @@ def _timed_capture(step: Callable[[], torch.Tensor]) -> tuple[Callable[[], torch
     return replay, time.perf_counter() - start_s
 
 
-# Devices where a channels_last training step is first checked against the contiguous layout: MPS computes
-# BatchNorm2d's channels_last backward wrongly on affected torch releases (pytorch/pytorch#175189, #181411).
-LAYOUT_CHECKED_DEVICES = ("mps",)
-
-
 class WrongResult(Exception):
     """The device computes this case's step differently from the reference layout: it is failed, not timed."""
 
@@ -254,7 +246,7 @@ def make_train_step(
     optimizer = workload.make_optimizer(list(module.parameters()))
     if adapt_optimizer is not None:
         adapt_optimizer(optimizer)
-    scaler = torch.amp.GradScaler(case.device) if case.dtype == "fp16" else None
+    scaler = backend(case.device).grad_scaler() if case.dtype == "fp16" else None
     loss_of = workload.loss
     if loss_of is None:
         raise ValueError(f"{workload.name} has no loss; it cannot train")

@@ -24,11 +24,10 @@ from dataclasses import replace
 from typing import Any
 
 from perfsuite.judge.stats import asv_fails, pytest_benchmark_fails, within_spread
-from perfsuite.judge.tolerances import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE
 from perfsuite.judge.verdicts import judge
-from perfsuite.records import BaselineEntry, Measurement, Run
+from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, BaselineEntry, Measurement, Run
+from perfsuite.run.wire import run_from_json
 from perfsuite.store.baselines import stored_run
-from perfsuite.store.runs import run_from_json
 
 # Three recordings of 3 processes, as the README recommends: 3 current runs can then reach p < 0.01.
 BASELINE_RUNS = 9

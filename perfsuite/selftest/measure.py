@@ -36,14 +36,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from perfsuite.records import Case
-from perfsuite.run import devices
+from perfsuite.records import Case, Run
+from perfsuite.run.devices import backend, machine_fingerprint
+from perfsuite.run.plan import RoundSettings
 from perfsuite.run.profiling import cuda_kernel_times_s
+from perfsuite.run.wire import run_to_json
 from perfsuite.run.worker import standalone_benchmark
 from perfsuite.selftest.analysis import analyse
 from perfsuite.selftest.plan import SelftestCase, SelftestPlan, accuracy_cases, plan_from_dict, worker_cases
 from perfsuite.store.baselines import machine_identity
-from perfsuite.store.runs import run_to_json
 from perfsuite.workloads import get_workload
 
 SCHEMA = "perfsuite-selftest"
@@ -59,17 +60,18 @@ def measure_cases(
     """Time each case with the runner (`perfsuite.run.runner.run_case`), in an order shuffled by `order_seed`,
     so no case always runs first or last in its process. One record per case: its name, the slowdown it
     carries and its run."""
-    from perfsuite.run.runner import run_case
+    from perfsuite.run.measure import measure
+    from perfsuite.run.plan import MeasureSettings
 
     order = list(cases)
     random.Random(order_seed).shuffle(order)
     records = []
     for position, selftest_case in enumerate(order):
-        fixture = standalone_benchmark(selftest_case.case.benchmark_id, max_time_s=max_time_s)
+        fixture = standalone_benchmark(selftest_case.case.benchmark_id, RoundSettings(max_time_s=max_time_s))
         start_s = time.perf_counter()
-        run = run_case(fixture, selftest_case.case, warmup_steps)
-        if run is None:
-            raise RuntimeError(f"{selftest_case.name}: no round was timed")
+        run = measure(selftest_case.case, MeasureSettings(warmup_steps), fixture)
+        if not isinstance(run, Run):
+            raise RuntimeError(f"{selftest_case.name}: {'no round was timed' if run is None else run.message}")
         document = run_to_json(run)
         document["round_times_s"] = [float(f"{t:.{STORED_SIGNIFICANT_FIGURES}g}") for t in run.round_times_s]
         records.append({
@@ -120,13 +122,13 @@ def measure_accuracy(
         third = "events_s" if cuda else "timer_blocked_s"
         turns: dict[str, list[float]] = {"suite_s": [], "timer_per_call_s": [], third: []}
         for _ in range(alternations):
-            fixture = standalone_benchmark(case.benchmark_id, max_time_s=max_time_s)
+            fixture = standalone_benchmark(case.benchmark_id, RoundSettings(max_time_s=max_time_s))
             fixture(prepared.timed_step)
             turns["suite_s"].append(float(fixture.stats.stats.median))
             calls = max(5, min(200, int(max_time_s / max(turns["suite_s"][-1], 1e-6))))
             turns["timer_per_call_s"].append(timer_per_call_s(prepared.run_step, calls))
             if cuda:
-                times_s = devices.time_with_events_s(prepared.run_step, "cuda", min(calls, 100))
+                times_s = backend("cuda").event_times_s(prepared.run_step, min(calls, 100)) or []
                 turns["events_s"].append(statistics.median(times_s))
             else:
                 turns["timer_blocked_s"].append(timer_blocked_s(prepared.run_step, max_time_s))
@@ -175,12 +177,13 @@ def measure_overhead(device: str, rounds: int = 2000) -> dict[str, Any]:
         "harness_round_p90_s": float(np.quantile(empty_rounds_s, 0.9)),
         "harness_wall_per_round_s": empty_wall_per_round_s,
         "timer_pair_s": bare_s(lambda: None),
-        "synchronize_idle_s": bare_s(lambda: devices.synchronize(device)),
+        "synchronize_idle_s": bare_s(backend(device).synchronize),
         "tiny_step_round_s": statistics.median(tiny_rounds_s),
         "rounds": rounds,
     }
-    if devices.has_events(device):
-        result["tiny_step_event_s"] = statistics.median(devices.time_with_events_s(tiny.run_step, device, 200))
+    event_times_s = backend(device).event_times_s(tiny.run_step, 200)
+    if event_times_s is not None:
+        result["tiny_step_event_s"] = statistics.median(event_times_s)
     result["harness_fraction_of_1ms"] = result["harness_round_s"] / ONE_MS_S
     return result
 
@@ -193,13 +196,13 @@ def probe(plan: SelftestPlan) -> dict[str, Any]:
             accuracy.append(measure_accuracy(selftest_case, plan.max_time_s, plan.warmup_steps))
         except Exception as error:  # one failing reference must not lose the others' figures
             accuracy.append({"name": selftest_case.name, "error": f"{type(error).__name__}: {error}"})
-        devices.free_cached_memory(plan.device)
+        backend(plan.device).free_cached_memory()
     try:
         overhead: dict[str, Any] = measure_overhead(plan.device)
     except Exception as error:
         overhead = {"error": f"{type(error).__name__}: {error}"}
     return {
-        "machine": devices.machine_fingerprint(),
+        "machine": machine_fingerprint(),
         "torch_threads": torch.get_num_threads(),
         "accuracy": accuracy,
         "overhead": overhead,

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from perfsuite.errors import BadFileError
-from perfsuite.judge.verdicts import REBASELINE_COMMAND
-from perfsuite.matrix.axes import COMPILE_MODES, EAGER
-from perfsuite.records import BaselineEntry, Case, StoredRun, is_finite_positive
+from perfsuite.errors import REBASELINE_COMMAND, BadFileError
+from perfsuite.matrix.axes import COMPILE_MODES, DEVICES, EAGER
+from perfsuite.records import BaselineEntry, Case, Measurement, StoredRun, is_finite_positive
+from perfsuite.run.devices import backend
 from perfsuite.store.jsonfile import parse_json_text, read_json_file
 
 SCHEMA = "perfsuite-baseline"
@@ -35,8 +35,6 @@ READABLE_SCHEMA_VERSIONS = (1, 2)
 MAX_STORED_ROUNDS = 50
 MAX_HISTORY_RUNS = 20
 STORED_SIGNIFICANT_FIGURES = 4
-# Memory sizes are stored to the GiB in a machine's identity: the OS reports a few MiB more or less per boot.
-GIB = 2**30
 BAD_BASELINE_REMEDY = (
     f"Restore it from version control (git checkout -- FILE), or move it aside and record afresh with "
     f"`{REBASELINE_COMMAND}` (the bad file is kept beside it with a timestamped name)"
@@ -57,54 +55,29 @@ class BaselineFile:
 
 
 def machine_identity(fingerprint: Mapping[str, Any], device: str, name: str | None = None) -> dict[str, str]:
-    """The facts that say two results came from the same machine, as text.
-
-    With a `name` (`--perf-machine`, a fixed CI runner) the name alone. Otherwise, for cpu: the CPU model,
-    core count, memory (GiB), OS and architecture; for cuda: the GPU, their count, the driver and the host
-    CPU and core count (a launch-bound step follows the host); for mps: the chip, memory and macOS release.
-    """
+    """The facts that say two results of `device` came from the same machine, as text: the `name` alone when
+    given (`--perf-machine`, a fixed CI runner), else what the device's backend names (for the CPU its model, core
+    count, memory, OS and architecture; for CUDA the GPU, their count, the driver and the host CPU; for MPS the chip,
+    memory and macOS release)."""
     if name:
         return {"name": name}
-    memory = fingerprint.get("memory_bytes")
-    facts: dict[str, Any] = {
-        "cpu_model": fingerprint.get("cpu_model"),
-        "cpu_count": fingerprint.get("cpu_count"),
-    }
-    if device == "cpu":
-        facts |= {
-            "memory_gib": round(memory / GIB) if isinstance(memory, int) else None,
-            "os": fingerprint.get("os"), "machine_arch": fingerprint.get("machine_arch"),
-        }
-    elif device == "cuda":
-        facts |= {
-            "accelerator_name": fingerprint.get("accelerator_name"),
-            "accelerator_count": fingerprint.get("accelerator_count"),
-            "cuda_driver_version": fingerprint.get("cuda_driver_version"),
-        }
-    else:
-        os_version = str(fingerprint.get("os_version") or "")
-        facts = {
-            "accelerator_name": fingerprint.get("accelerator_name"),
-            "memory_gib": round(memory / GIB) if isinstance(memory, int) else None,
-            "macos_release": ".".join(os_version.split(".")[:2]) or None,
-        }
-    return {key: str(value) for key, value in facts.items() if value is not None}
+    return backend(device).machine_identity(fingerprint)
 
 
 def machine_slug(fingerprint: Mapping[str, Any], device: str, name: str | None = None) -> str:
-    """A readable file name for the machine: the `name` if given, else the accelerator for cuda and mps, the
-    CPU model for cpu. "NVIDIA H200" -> "nvidia-h200", "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz" ->
-    "intel-xeon-platinum-8375c"."""
+    """A readable file name for the machine: the `name` if given, else what the device's backend names it by (the
+    accelerator, or the CPU model for the CPU). "NVIDIA H200" -> "nvidia-h200", "Intel(R) Xeon(R) Platinum 8375C
+    CPU @ 2.90GHz" -> "intel-xeon-platinum-8375c"."""
     if name:
         return name
-    name_key = "cpu_model" if device == "cpu" else "accelerator_name"
-    text = str(fingerprint.get(name_key) or "")
+    device_backend = backend(device)
+    text = device_backend.machine_name(fingerprint)
     # Trademark marks, clock speeds and the words CPU/Processor add nothing that tells two machines apart.
     text = re.sub(r"\((?:r|tm|c)\)", " ", text, flags=re.IGNORECASE)
     text = re.sub(r"@\s*[\d.]+\s*[gm]hz", " ", text, flags=re.IGNORECASE)
     text = re.sub(r"\b(?:cpu|processor)\b", " ", text, flags=re.IGNORECASE)
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:64].strip("-")
-    return slug or f"unknown-{'cpu' if device == 'cpu' else device + '-device'}"
+    return slug or f"unknown-{device}{'-device' if device_backend.is_accelerator else ''}"
 
 
 def baseline_path(baseline_dir: Path | str, device: str, machine_slug: str) -> Path:
@@ -133,6 +106,29 @@ def stored_run(
         memory_bytes=None if memory_bytes is None else int(memory_bytes),
         recorded_at=recorded_at,
         commit=commit,
+    )
+
+
+def entry_of(
+    measurement: Measurement,
+    identity: Mapping[str, str],
+    tolerance: float,
+    memory_tolerance: float,
+    recorded_at: str,
+    commit: str | None,
+) -> BaselineEntry:
+    """The baseline entry holding the runs of `measurement`, recorded on the machine `identity` at `recorded_at`
+    (UTC, ISO 8601) and `commit`, with the bands in force; each run keeps its memory figure only where it belongs to
+    the case alone (`Run.own_memory_bytes`)."""
+    last = measurement.last
+    return BaselineEntry(
+        case=measurement.case, config_digest=last.config_digest, torch_version=last.torch_version,
+        threads=last.threads, machine=dict(identity), memory_figure=last.memory_figure,
+        samples_per_step=last.samples_per_step, flops_per_step=last.flops_per_step,
+        gpu_busy_fraction=last.gpu_busy_fraction, tolerance=tolerance, memory_tolerance=memory_tolerance,
+        runs=tuple(
+            stored_run(run.round_times_s, run.own_memory_bytes, recorded_at, commit) for run in measurement.runs
+        ),
     )
 
 
@@ -357,7 +353,7 @@ def baseline_from_json(document: Any, path: Path | str) -> BaselineFile:
     if not isinstance(device, str) or not isinstance(entries, dict):
         raise BadFileError(path, 'lacks the fields "device" (text) and "entries" (an object)', remedy)
     folder = Path(path).parent.name
-    if folder in ("cpu", "cuda", "mps") and folder != device:
+    if folder in DEVICES and folder != device:
         raise BadFileError(path, f"holds {device} entries but lies in the {folder}/ folder", remedy)
     machine = document.get("machine")
     if version == 1 and not isinstance(machine, dict):

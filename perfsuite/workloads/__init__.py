@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from perfsuite.matrix.axes import ALL_MODES, MODES, PROFILES, VARIANT_MODES  # noqa: F401  (re-exported)
+from perfsuite.matrix.cases import ModelFacts, default_models
 
 ModuleFactory = Callable[[str], torch.nn.Module]
 InputMaker = Callable[[str, int], Any]
@@ -42,6 +42,8 @@ class Workload:
     - `extra_facts` are figures recorded with every result of this workload (e.g. denoising steps).
     - `enable_checkpointing(module)` turns on gradient checkpointing (mode `train-checkpoint`);
       `supports_channels_last` allows the channels_last modes (4-D convolution inputs).
+    - Facts the matrix steers by: `trains_convolutions` (its training step runs nn.Conv2d), `has_batchnorm` (it has
+      nn.BatchNorm2d layers), `host_loop` (its step is a pipeline with a host-side loop, not one module call).
     """
 
     name: str
@@ -55,6 +57,9 @@ class Workload:
     extra_facts: Mapping[str, Any] = field(default_factory=dict)
     enable_checkpointing: Callable[[torch.nn.Module], None] | None = None
     supports_channels_last: bool = False
+    trains_convolutions: bool = False
+    has_batchnorm: bool = False
+    host_loop: bool = False
 
     @property
     def trainable(self) -> bool:
@@ -75,11 +80,14 @@ class Workload:
 
     def batch_sizes_for(self, profile: str) -> tuple[int, ...]:
         """Default batch sizes of `profile`; `full` includes the `standard` ones."""
-        if profile == "full":
-            standard = tuple(self.batch_sizes.get("standard", ()))
-            extra = tuple(b for b in self.batch_sizes.get("full", ()) if b not in standard)
-            return standard + extra
-        return tuple(self.batch_sizes.get(profile, ()))
+        return self.facts().batch_sizes_for(profile)
+
+    def facts(self, builtin: bool = False) -> ModelFacts:
+        """What the case matrix knows of this workload; `builtin` says perfsuite ships it."""
+        return ModelFacts(
+            name=self.name, modes=self.modes, batch_sizes=dict(self.batch_sizes), builtin=builtin,
+            trains_convolutions=self.trains_convolutions, has_batchnorm=self.has_batchnorm, host_loop=self.host_loop,
+        )
 
 
 _REGISTRY: dict[str, Workload] = {}
@@ -115,12 +123,16 @@ def builtin_workloads() -> dict[str, Workload]:
     return {workload.name: workload for module in (resnet, bert, stable_diffusion) for workload in module.WORKLOADS}
 
 
-def default_model_names(workloads: Mapping[str, Workload]) -> list[str]:
-    """The models a session measures when none are named: the user's own (any not built in) when there are some,
-    else every one of `workloads`. The built-in ones join a user's matrix only when named, or with `all`."""
+def model_facts(workloads: Mapping[str, Workload] | None = None) -> dict[str, ModelFacts]:
+    """The matrix's facts of `workloads` (default: every registered one) by name, the built-in ones marked."""
     builtin = builtin_workloads()
-    users = [name for name in workloads if name not in builtin]
-    return users or list(workloads)
+    chosen = registered_workloads() if workloads is None else workloads
+    return {name: workload.facts(builtin=builtin.get(name) is workload) for name, workload in chosen.items()}
+
+
+def default_model_names(workloads: Mapping[str, Workload]) -> list[str]:
+    """The models a session measures when none are named: the user's own when there are some, else all of them."""
+    return default_models(model_facts(workloads))
 
 
 def get_workload(name: str) -> Workload:

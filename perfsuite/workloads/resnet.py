@@ -115,5 +115,7 @@ WORKLOADS = (
         description="ResNet18, 224x224 images, 1000 classes (transformers ResNet, basic blocks 2-2-2-2)",
         enable_checkpointing=checkpoint_stages,
         supports_channels_last=True,
+        trains_convolutions=True,
+        has_batchnorm=True,
     ),
 )

@@ -6,16 +6,9 @@ import contextlib
 import os
 import sys
 from types import ModuleType
-from typing import TypedDict
 
+from perfsuite.records import WorkloadSource
 from perfsuite.workloads import Workload, registered_workloads
-
-
-class WorkloadSource(TypedDict):
-    """A module that defines one of a workload's functions: its import name and its file (None if it has none)."""
-
-    module: str
-    file: str | None
 
 
 def workload_sources(workload: Workload) -> list[WorkloadSource]:

@@ -235,6 +235,7 @@ WORKLOADS = (
         description="Stable Diffusion 1.5 UNet, one denoising step on 64x64 latents (diffusers UNet2DConditionModel)",
         enable_checkpointing=enable_unet_checkpointing,
         supports_channels_last=True,
+        trains_convolutions=True,
     ),
     Workload(
         name="sd15-text2img",
@@ -243,6 +244,7 @@ WORKLOADS = (
         batch_sizes={"smoke": (1,), "standard": (1,), "full": (4,)},
         description="Stable Diffusion 1.5 text-to-image, 5 DDIM steps with guidance, 512x512 (diffusers pipeline)",
         extra_facts={"denoising_steps": DENOISING_STEPS, "unet_evaluations": 2 * DENOISING_STEPS},
+        host_loop=True,
     ),
     Workload(
         name="sd15-vae-decode",

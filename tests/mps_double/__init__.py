@@ -298,7 +298,7 @@ class MpsDouble:
         mac_platform = _MacPlatform(self.mac)
         patch(devices, "platform", mac_platform)
         patch(doctor, "platform", mac_platform)
-        patch(devices, "_sysctl", lambda name: answers.get(("sysctl", "-n", name)))
+        patch(devices, "sysctl", lambda name: answers.get(("sysctl", "-n", name)))
         patch(doctor, "_command_output", lambda command, extra_env=None: answers.get(tuple(command)))
 
     def falls_back(self, ops: Iterator[str] | list[str]) -> Any:

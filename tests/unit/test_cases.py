@@ -9,8 +9,9 @@ from perfsuite.matrix.cases import (
     parse_batch_sizes,
     parse_names,
     parse_version,
-    skip_reason,
 )
+from perfsuite.matrix.cases import skip_reason as matrix_skip_reason
+from perfsuite.run.devices import with_device_rules
 from perfsuite.workloads import Workload
 
 NO_FACTS = DeviceFacts(unavailable_reasons={}, torch_version=(2, 13))
@@ -27,7 +28,11 @@ def _workload(name, loss=True):
     )
 
 
-WORKLOADS = {"net": _workload("net"), "pipe": _workload("pipe", loss=False)}
+WORKLOADS = {"net": _workload("net").facts(), "pipe": _workload("pipe", loss=False).facts()}
+
+
+def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
+    return matrix_skip_reason(case, WORKLOADS[case.model], with_device_rules(facts))
 
 
 def test_benchmark_id_reads_device_dtype_model_batch_mode():

@@ -24,7 +24,7 @@ from perfsuite.analyse.compare import (
     select_device,
     time_ratio,
 )
-from perfsuite.commands.compare import main
+from perfsuite.cli import main as cli_main
 from perfsuite.records import BaselineEntry, Case
 from perfsuite.render.comparison import (
     PlottingUnavailable,
@@ -40,6 +40,11 @@ from perfsuite.render.units import format_time_ratio
 from perfsuite.store.baselines import record_runs, stored_run
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def main(argv):
+    return cli_main(["compare", *argv])
+
 FIXTURES = REPO / "tests" / "fixtures" / "compare"
 REFERENCE = REPO / "baselines" / "reference"
 ARTICLE_MPS = REFERENCE / "article-m2-max-mps.json"

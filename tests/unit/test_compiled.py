@@ -9,16 +9,22 @@ import math
 import pytest
 import torch
 
-from perfsuite.matrix.cases import DeviceFacts, MatrixOptions, build_matrix, skip_reason
+from perfsuite.matrix.cases import DeviceFacts, MatrixOptions, build_matrix
+from perfsuite.matrix.cases import skip_reason as matrix_skip_reason
 from perfsuite.records import Case
 from perfsuite.run import compiled
-from perfsuite.run.runner import CompiledDuringRounds, check_no_compilation
+from perfsuite.run.devices import with_device_rules
+from perfsuite.run.measure import CompiledDuringRounds, check_no_compilation
 from perfsuite.settings import RawSettings, validate_settings
 from perfsuite.store.baselines import BaselineFile, baseline_from_json, baseline_to_json
-from perfsuite.workloads import registered_workloads
+from perfsuite.workloads import model_facts
 from tests.unit.test_baselines import entry
 
-FACTS = DeviceFacts(unavailable_reasons={}, torch_version=(2, 13), macos_version=(15, 0))
+FACTS = with_device_rules(DeviceFacts(unavailable_reasons={}, torch_version=(2, 13), macos_version=(15, 0)))
+
+
+def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
+    return matrix_skip_reason(case, model_facts()[case.model], with_device_rules(facts))
 
 
 def case(device: str = "cuda", compile_mode: str = "inductor", **changes) -> Case:
@@ -37,7 +43,7 @@ def test_a_compile_mode_other_than_eager_is_in_the_id_before_the_profile():
 def test_the_matrix_crosses_compile_modes_with_the_plain_and_layout_modes_only():
     options = MatrixOptions(devices=["cuda"], dtypes=["bf16"], models=["resnet18"], batch_sizes=[32],
                             modes=["infer", "train-checkpoint", "train-ddp"], compile_modes=["eager", "inductor"])
-    ids = [c.benchmark_id for c in build_matrix(options, registered_workloads())]
+    ids = [c.benchmark_id for c in build_matrix(options, model_facts())]
     assert ids == [
         "cuda-bf16-resnet18-bs32-infer", "cuda-bf16-resnet18-bs32-infer-inductor",
         "cuda-bf16-resnet18-bs32-train-checkpoint", "cuda-bf16-resnet18-bs32-train-ddp",

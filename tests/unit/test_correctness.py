@@ -8,8 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from perfsuite.matrix.axes import DEVICES
 from perfsuite.records import Case
 from perfsuite.run.correctness import channels_last_gradients_match, compare_gradients
+from perfsuite.run.devices import backend
 
 
 def small_convnet() -> torch.nn.Module:
@@ -109,7 +111,7 @@ def test_a_checked_channels_last_training_case_that_agrees_is_prepared(monkeypat
     from perfsuite.run import steps
     from perfsuite.workloads import get_workload
 
-    monkeypatch.setattr(steps, "LAYOUT_CHECKED_DEVICES", ("cpu",))
+    monkeypatch.setattr(backend("cpu"), "checks_channels_last_gradients", True)
     case = Case("cpu", "fp32", "resnet18", 2, "train-channels-last", "smoke")
     prepared = steps.prepare_case(case, get_workload("resnet18"))
     assert math.isfinite(float(prepared.run_step()))
@@ -120,7 +122,7 @@ def test_a_checked_channels_last_training_case_that_disagrees_is_failed_not_time
     from perfsuite.run.correctness import GradientComparison
     from perfsuite.workloads import get_workload
 
-    monkeypatch.setattr(steps, "LAYOUT_CHECKED_DEVICES", ("cpu",))
+    monkeypatch.setattr(backend("cpu"), "checks_channels_last_gradients", True)
     monkeypatch.setattr(
         steps, "channels_last_gradients_match", lambda *args, **kwargs: GradientComparison(False, "bn.weight", 3e6)
     )
@@ -130,9 +132,7 @@ def test_a_checked_channels_last_training_case_that_disagrees_is_failed_not_time
 
 
 def test_only_mps_is_checked_by_default():
-    from perfsuite.run import steps
-
-    assert steps.LAYOUT_CHECKED_DEVICES == ("mps",)
+    assert [name for name in DEVICES if backend(name).checks_channels_last_gradients] == ["mps"]
 
 
 def test_an_entry_near_zero_may_differ_by_a_thousandth_of_the_parameters_largest_gradient():

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 import perfsuite.workloads as workloads_module
-from perfsuite.commands.coverage import main, selected_models
+from perfsuite.cli import main as cli_main
+from perfsuite.commands.coverage import selected_models
+
+
+def main(argv):
+    return cli_main(["coverage", *argv])
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "user_model"
 
@@ -103,7 +108,7 @@ def test_a_conftest_that_fails_to_import_exits_2_naming_it(pytester, monkeypatch
     assert f"{conftest.resolve()}:1: cannot import this conftest.py" in capsys.readouterr().err
 
 
-def test_python_dash_m_runs_the_command():
-    done = subprocess.run([sys.executable, "-m", "perfsuite.coverage", "--model", "sd15-text-encoder", "--mode",
+def test_the_command_runs_in_a_fresh_process():
+    done = subprocess.run([sys.executable, "-m", "perfsuite.cli", "coverage", "--model", "sd15-text-encoder", "--mode",
                            "infer"], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "sd15-text-encoder (smoke profile, batch 1)" in done.stdout

@@ -18,20 +18,13 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from perfsuite.matrix.cases import Case, UsageError
-from perfsuite.run.ddp.plan import (
-    MPS_SKIP_REASON,
-    backend_for,
-    ddp_processes,
-    ddp_skip_reason,
-    default_processes,
-    scaling_efficiency,
-    scaling_table,
-    threads_per_process,
-)
+from perfsuite.errors import UsageError
+from perfsuite.matrix.cases import Case, DeviceFacts, skip_reason
+from perfsuite.run.ddp.plan import scaling_efficiency, scaling_table, threads_per_process
 from perfsuite.run.ddp.rank0 import DdpTraining, DistributedWorkerError, prepare_ddp_case
-from perfsuite.run.devices import is_out_of_memory
-from perfsuite.workloads import Workload
+from perfsuite.run.devices import backend, with_device_rules
+from perfsuite.settings import RawSettings, validate_settings
+from perfsuite.workloads import Workload, model_facts
 
 DEVICE = os.environ.get("PERFSUITE_DDP_TEST_DEVICE", "cpu")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "user_model"
@@ -91,36 +84,42 @@ def _alive(pid: int) -> bool:
 
 
 def test_default_processes_are_one_per_cuda_gpu():
-    assert default_processes("cuda", 8) == 8
+    assert backend("cuda").ddp_default_processes(8) == 8
 
 
 def test_default_processes_on_one_cuda_gpu_are_one():
-    assert default_processes("cuda", 1) == 1
+    assert backend("cuda").ddp_default_processes(1) == 1
 
 
 def test_default_processes_on_cpu_are_two():
-    assert default_processes("cpu", 1) == 2
+    assert backend("cpu").ddp_default_processes(1) == 2
+
+
+def ddp_skip_reason(device: str, configured: int | None, visible: int) -> str | None:
+    facts = with_device_rules(DeviceFacts({}, (2, 13), device_counts={device: visible}, ddp_processes=configured))
+    return skip_reason(Case(device, "fp32", "resnet18", 8, "train-ddp", "smoke"), model_facts()["resnet18"], facts)
 
 
 def test_configured_processes_override_the_default():
-    assert ddp_processes("cuda", 8, "4") == 4
+    assert ddp_skip_reason("cuda", 4, 8) is None
+    assert "4 CUDA GPUs" in (ddp_skip_reason("cuda", 4, 2) or "")
 
 
 def test_unset_configured_processes_give_the_default():
-    assert ddp_processes("cuda", 8, None) == 8
+    assert ddp_skip_reason("cuda", None, 8) is None
 
 
 @pytest.mark.parametrize("configured", ["0", "-2", "two", "1.5"])
 def test_configured_processes_must_be_a_positive_integer(configured):
-    with pytest.raises(UsageError, match=r"--perf-ddp-processes: .* is not a positive integer"):
-        ddp_processes("cpu", 1, configured)
+    with pytest.raises(UsageError, match=r"--perf-ddp-processes: .* (is not a whole number|is too small)"):
+        validate_settings(RawSettings(ddp_processes=configured), {}, ["resnet18"], ["cpu"])
 
 
 # When a case is skipped.
 
 
 def test_mps_is_skipped_for_want_of_devices_and_backend():
-    assert ddp_skip_reason("mps", 2, 1) == MPS_SKIP_REASON
+    assert ddp_skip_reason("mps", 2, 1) == backend("mps").ddp_unsupported
 
 
 def test_cuda_with_fewer_gpus_than_processes_is_skipped_naming_both_counts():
@@ -137,7 +136,7 @@ def test_cpu_runs_any_number_of_processes():
 
 
 def test_cuda_uses_nccl_and_cpu_uses_gloo():
-    assert (backend_for("cuda"), backend_for("cpu")) == ("nccl", "gloo")
+    assert (backend("cuda").ddp_backend, backend("cpu").ddp_backend) == ("nccl", "gloo")
 
 
 def test_cpu_threads_are_shared_between_processes():
@@ -208,7 +207,8 @@ class TestARunningCase:
 
     def test_facts_name_processes_backend_and_global_batch_size(self, running):
         facts = running.as_prepared_case().extra_facts
-        assert (facts["processes"], facts["backend"], facts["global_batch_size"]) == (2, backend_for(DEVICE), 16)
+        expected = (2, backend(DEVICE).ddp_backend, 16)
+        assert (facts["processes"], facts["backend"], facts["global_batch_size"]) == expected
 
 
 def test_config_digest_tells_process_counts_apart():
@@ -252,7 +252,7 @@ def test_a_worker_failing_to_start_raises_naming_rank_and_error():
 def test_a_worker_out_of_memory_counts_as_out_of_memory():
     error = DistributedWorkerError("cuda-fp32-m-bs8-train-ddp: train-ddp rank 1 of 2 failed in a training step: "
                                    "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
-    assert is_out_of_memory(error)
+    assert backend("cpu").is_out_of_memory(error)
 
 
 def test_mps_case_raises_the_skip_reason():

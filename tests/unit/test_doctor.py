@@ -11,6 +11,7 @@ import pytest
 import torch
 from mps_double import MacFacts, MpsDouble
 
+from perfsuite.cli import main as cli_main
 from perfsuite.commands import doctor
 from perfsuite.doctor.diagnosis import (
     Finding,
@@ -310,25 +311,25 @@ def test_gathered_facts_are_diagnosable():
 
 @pytest.mark.skipif(platform.system() != "Linux", reason="states what a Linux machine has")
 def test_on_linux_the_doctor_exits_1_for_mps(capsys):
-    assert doctor.main(["--device", "mps"]) == 1
+    assert cli_main(["doctor", "--device", "mps"]) == 1
     assert "MPS is absent" in capsys.readouterr().out
 
 
 def test_the_doctor_exits_0_for_the_cpu_here():
-    assert doctor.main(["--device", "cpu"]) == 0
+    assert cli_main(["doctor", "--device", "cpu"]) == 0
 
 
 def test_recorded_rosetta_facts_exit_1_for_mps(capsys):
-    assert doctor.main(["--facts", str(FIXTURES / "rosetta_python.json"), "--device", "mps"]) == 1
+    assert cli_main(["doctor", "--facts", str(FIXTURES / "rosetta_python.json"), "--device", "mps"]) == 1
 
 
 def test_recorded_m2_max_facts_exit_0_for_mps():
-    assert doctor.main(["--facts", str(FIXTURES / "m2_max_macos14.json"), "--device", "mps"]) == 0
+    assert cli_main(["doctor", "--facts", str(FIXTURES / "m2_max_macos14.json"), "--device", "mps"]) == 0
 
 
 def test_saved_facts_are_read_back_unchanged(tmp_path, capsys):
     path = tmp_path / "here.json"
-    doctor.main(["--save-facts", str(path), "--format", "json"])
+    cli_main(["doctor", "--save-facts", str(path), "--format", "json"])
     printed = json.loads(capsys.readouterr().out)["facts"]
     assert doctor.load_facts(path) == printed
 
@@ -336,7 +337,7 @@ def test_saved_facts_are_read_back_unchanged(tmp_path, capsys):
 def test_a_facts_file_that_is_not_json_exits_2_naming_the_file(tmp_path, capsys):
     path = tmp_path / "broken.json"
     path.write_text("{not json")
-    assert doctor.main(["--facts", str(path)]) == 2
+    assert cli_main(["doctor", "--facts", str(path)]) == 2
     assert str(path) in capsys.readouterr().err
 
 
@@ -347,7 +348,7 @@ def test_a_missing_facts_file_is_an_error_naming_the_file(tmp_path):
 
 def test_facts_and_save_facts_together_are_refused():
     with pytest.raises(SystemExit) as exit_info:
-        doctor.main(["--facts", "a.json", "--save-facts", "b.json"])
+        cli_main(["doctor", "--facts", "a.json", "--save-facts", "b.json"])
     assert exit_info.value.code == 2
 
 

@@ -20,10 +20,14 @@ from perfsuite.analyse.gains import (
     gains,
     loader_throughput,
     precision_gains,
-    render,
     results_from_document,
 )
-from perfsuite.commands.gains import main
+from perfsuite.cli import main as cli_main
+from perfsuite.render.gains import render
+
+
+def main(argv):
+    return cli_main(["gains", *argv])
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gains" / "run-mps-and-loader.json"
 COMPILED = FIXTURE.with_name("run-cuda-compiled.json")

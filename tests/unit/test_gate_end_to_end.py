@@ -158,7 +158,7 @@ def test_a_path_outside_the_project_given_as_a_separate_value_behaves_as_the_equ
 
 
 def test_relaunch_joins_path_options_to_their_values_and_only_when_pytest_has_the_command_line_tail():
-    from perfsuite.plugin import joined_path_options, relaunch_command
+    from perfsuite.path_options import joined_path_options, relaunch_command
 
     args = ["--benchmark-only", "--perf-summary-dir", "/tmp/x", "--perf-baseline-dir=/b", "-q"]
     joined = ["--benchmark-only", "--perf-summary-dir=/tmp/x", "--perf-baseline-dir=/b", "-q"]

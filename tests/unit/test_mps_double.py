@@ -13,7 +13,9 @@ import pytest
 import torch
 from mps_double import MpsDouble, MpsEventHang
 
+from perfsuite.matrix.cases import parse_version
 from perfsuite.run import devices
+from perfsuite.run.devices import backend
 
 
 def install(monkeypatch: pytest.MonkeyPatch, double: MpsDouble) -> MpsDouble:
@@ -63,67 +65,67 @@ def test_the_double_rejects_an_event_id_torch_never_gave(mps):
 
 
 def test_mps_is_available_under_the_double(mps):
-    assert devices.availability("mps") == devices.Availability(True)
+    assert backend("mps").availability() == devices.Availability(True)
 
 
 def test_unusable_mps_names_the_macos_the_installed_torch_needs(monkeypatch):
     install(monkeypatch, MpsDouble(available=False))
-    reason = devices.availability("mps").reason
-    needed = "14.0" if devices.parse_version(torch.__version__) >= (2, 9) else "13.0"
+    reason = backend("mps").availability().reason
+    needed = "14.0" if parse_version(torch.__version__) >= (2, 9) else "13.0"
     assert f"needs macOS >= {needed}" in reason
 
 
 def test_mps_synchronize_reaches_the_device_binding(mps):
-    devices.synchronize("mps")
+    backend("mps").synchronize()
     assert mps.calls == ["deviceSynchronize"]
 
 
 def test_mps_event_timing_does_not_hang_on_a_busy_gpu(mps):
-    times_s = devices.time_with_events_s(step_of(0.002), "mps", repeats=3)
+    times_s = backend("mps").event_times_s(step_of(0.002), repeats=3)
     assert len(times_s) == 3 and all(0.002 <= t < 1.0 for t in times_s)
 
 
 def test_mps_event_timing_synchronizes_the_device_not_the_end_event(mps):
-    devices.time_with_events_s(step_of(0.0), "mps", repeats=1)
+    backend("mps").event_times_s(step_of(0.0), repeats=1)
     assert "synchronizeEvent" not in mps.calls
     assert mps.calls.index("deviceSynchronize") < mps.calls.index("elapsedTimeOfEvents")
 
 
 def test_mps_event_timing_measures_an_unordered_pair_again(mps):
     mps.unordered_event_pairs_to_come = 2
-    times_s = devices.time_with_events_s(step_of(0.001), "mps", repeats=3)
+    times_s = backend("mps").event_times_s(step_of(0.001), repeats=3)
     assert len(times_s) == 3 and mps.calls.count("elapsedTimeOfEvents") == 5
 
 
 def test_mps_event_timing_gives_up_when_every_pair_is_unordered(mps):
     mps.unordered_event_pairs_to_come = 100
     with pytest.raises(RuntimeError, match="too short for MPS events"):
-        devices.time_with_events_s(step_of(0.0), "mps", repeats=2)
+        backend("mps").event_times_s(step_of(0.0), repeats=2)
 
 
 def test_mps_events_are_released_after_timing(mps):
-    devices.time_with_events_s(step_of(0.0), "mps", repeats=2)
+    backend("mps").event_times_s(step_of(0.0), repeats=2)
     gc.collect()
     assert mps.events == {}
 
 
 def test_mps_memory_figure_is_the_allocator_peak_where_torch_keeps_one(mps):
-    assert devices.memory_figure_name("mps") == "mps_max_allocated_bytes"
+    assert backend("mps").memory_figure_name() == "mps_max_allocated_bytes"
 
 
 def test_mps_memory_figure_falls_back_to_the_driver_allocation_without_peak_statistics(monkeypatch):
     double = install(monkeypatch, MpsDouble(peak_memory_stats=False))
     with double.tensors_on_cpu():
-        assert devices.memory_figure_name("mps") == "mps_driver_allocated_bytes"
+        assert backend("mps").memory_figure_name() == "mps_driver_allocated_bytes"
 
 
 def test_mps_peak_covers_the_window_since_the_reset(mps):
     mps.allocate(300)
     mps.free(300)
-    devices.reset_memory_peak("mps")
+    backend("mps").reset_memory_peak()
     mps.allocate(100)
     mps.free(50)
-    figures = devices.memory_figures_bytes("mps")
+    figures = backend("mps").memory_figures_bytes()
     assert figures == {
         "mps_current_allocated_bytes": 50,
         "mps_driver_allocated_bytes": 300,
@@ -135,17 +137,17 @@ def test_mps_memory_figures_without_peak_statistics_are_the_driver_and_current_a
     double = install(monkeypatch, MpsDouble(peak_memory_stats=False))
     double.allocate(200)
     with double.tensors_on_cpu():
-        devices.reset_memory_peak("mps")
-        figures = devices.memory_figures_bytes("mps")
+        backend("mps").reset_memory_peak()
+        figures = backend("mps").memory_figures_bytes()
     assert figures == {"mps_current_allocated_bytes": 200, "mps_driver_allocated_bytes": 200}
 
 
 def test_the_runner_finds_its_memory_figure_among_the_mps_figures(mps):
-    assert devices.memory_figure_name("mps") in devices.memory_figures_bytes("mps")
+    assert backend("mps").memory_figure_name() in backend("mps").memory_figures_bytes()
 
 
 def test_freeing_cached_memory_on_mps_empties_the_allocator_cache(mps):
-    devices.free_cached_memory("mps")
+    backend("mps").free_cached_memory()
     assert mps.calls[-1] == "emptyCache"
 
 

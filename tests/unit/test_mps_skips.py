@@ -6,14 +6,22 @@ import pytest
 import torch
 
 from perfsuite.matrix import mps_support
-from perfsuite.matrix.cases import BATCHNORM_MODELS, CONVOLUTIONAL_MODELS, Case, DeviceFacts, skip_reason
-from perfsuite.workloads import registered_workloads
+from perfsuite.matrix.cases import Case, DeviceFacts
+from perfsuite.matrix.cases import skip_reason as matrix_skip_reason
+from perfsuite.run.devices import with_device_rules
+from perfsuite.workloads import model_facts, registered_workloads
 
 TRAINING_MODES = ("train", "train-checkpoint", "train-channels-last", "train-ddp")
 
 
 def mac(torch_version: tuple[int, int], macos_version: tuple[int, int] = (15, 0)) -> DeviceFacts:
-    return DeviceFacts(unavailable_reasons={}, torch_version=torch_version, macos_version=macos_version)
+    return with_device_rules(
+        DeviceFacts(unavailable_reasons={}, torch_version=torch_version, macos_version=macos_version)
+    )
+
+
+def skip_reason(case: Case, facts: DeviceFacts) -> str | None:
+    return matrix_skip_reason(case, model_facts()[case.model], facts)
 
 
 def mps_case(dtype: str, model: str, mode: str) -> Case:
@@ -45,7 +53,7 @@ def test_bf16_on_mps_at_macos_14_0_is_not_skipped():
 # fp16 convolution backward (pytorch/pytorch#119108)
 
 
-@pytest.mark.parametrize("model", CONVOLUTIONAL_MODELS)
+@pytest.mark.parametrize("model", ["resnet18", "sd15-unet"])
 @pytest.mark.parametrize("mode", ["train", "train-checkpoint", "train-channels-last"])
 def test_fp16_training_of_a_convolutional_model_on_mps_is_guarded(model, mode):
     reason = skip_reason(mps_case("fp16", model, mode), mac((2, 13)))
@@ -64,14 +72,15 @@ def test_fp16_convolution_guard_ends_after_the_newest_torch_checked():
     assert skip_reason(mps_case("fp16", "resnet18", "train"), mac((2, 14))) is None
 
 
-def test_the_convolutional_models_are_the_trainable_workloads_with_conv2d_layers():
+def test_the_workloads_declaring_convolution_training_are_the_trainable_ones_with_conv2d_layers():
     with_conv = [
         name
         for name, workload in registered_workloads().items()
         if workload.trainable
         and any(isinstance(m, torch.nn.Conv2d) for m in workload.build_module("smoke").modules())
     ]
-    assert sorted(with_conv) == sorted(CONVOLUTIONAL_MODELS)
+    declared = [name for name, facts in model_facts().items() if facts.trains_convolutions]
+    assert sorted(with_conv) == sorted(declared)
 
 
 # BatchNorm2d channels_last backward (pytorch/pytorch#175189)
@@ -99,13 +108,14 @@ def test_batchnorm_guard_ends_after_the_newest_torch_checked():
     assert skip_reason(mps_case("fp32", "resnet18", "train-channels-last"), mac((2, 14))) is None
 
 
-def test_the_batchnorm_models_are_the_workloads_with_batchnorm2d_layers():
+def test_the_workloads_declaring_batchnorm_are_the_ones_with_batchnorm2d_layers():
     with_batchnorm = [
         name
         for name, workload in registered_workloads().items()
         if any(isinstance(m, torch.nn.BatchNorm2d) for m in workload.build_module("smoke").modules())
     ]
-    assert sorted(with_batchnorm) == sorted(BATCHNORM_MODELS)
+    declared = [name for name, facts in model_facts().items() if facts.has_batchnorm]
+    assert sorted(with_batchnorm) == sorted(declared)
 
 
 # The macOS each torch release needs for MPS

@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from perfsuite.matrix.cases import Case, sweep_key, sweep_skip_reason
-from perfsuite.run.devices import is_out_of_memory
+from perfsuite.records import Failure
+from perfsuite.run.devices import backend
+from perfsuite.run.plan import MeasureSettings, RoundSettings
 
 PLANTED = '''
 import torch
@@ -32,9 +34,9 @@ register_workload(Workload(
 
 
 def test_cuda_and_mps_out_of_memory_errors_are_recognised():
-    assert is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
-    assert is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 18.13 GB)"))
-    assert not is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert backend("cuda").is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))
+    assert backend("mps").is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 18.13 GB)"))
+    assert not backend("mps").is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
 
 
 def test_larger_batch_sizes_of_a_sweep_that_ran_out_of_memory_are_not_tried():
@@ -80,27 +82,22 @@ def test_cuda_out_of_memory_under_a_memory_fraction_is_a_skip(pytester):
 def test_cuda_memory_returns_to_its_level_between_cases():
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    from perfsuite.run.runner import run_case
-
-    class NoTimer:
-        stats = None
-        extra_info: dict = {}
-
-        def __call__(self, step):
-            step()
+    from perfsuite.run.measure import measure
+    from perfsuite.run.worker import standalone_benchmark
 
     levels = []
     for model in ("resnet18", "bert-base", "resnet18", "bert-base"):
-        run_case(NoTimer(), Case("cuda", "bf16", model, 8, "train", "smoke"), warmup_steps=1)
+        case = Case("cuda", "bf16", model, 8, "train", "smoke")
+        measure(case, MeasureSettings(1), standalone_benchmark(model, RoundSettings(max_time_s=0.05)))
         levels.append(torch.cuda.memory_allocated())
     assert levels[2] <= levels[0] and levels[3] <= levels[1]
 
 
-def test_out_of_memory_after_the_rounds_is_case_out_of_memory_and_the_case_is_closed(monkeypatch):
+def test_out_of_memory_after_the_rounds_is_an_out_of_memory_failure_and_the_case_is_closed(monkeypatch):
     # The device-event read after the timed rounds runs out of memory: the case must still be closed (train-ddp
-    # workers and process groups live in it) and the sweep must see CaseOutOfMemory, not a raw error.
+    # workers and process groups live in it) and the sweep must see an out-of-memory failure, not a raw error.
     from perfsuite import workloads
-    from perfsuite.run import devices, runner
+    from perfsuite.run import measure
     from perfsuite.run.worker import standalone_benchmark
 
     monkeypatch.setattr(workloads, "_REGISTRY", dict(workloads._REGISTRY))  # the workload below leaves with the test
@@ -109,20 +106,20 @@ def test_out_of_memory_after_the_rounds_is_case_out_of_memory_and_the_case_is_cl
         make_inputs=lambda profile, batch_size: torch.randn(batch_size, 4), batch_sizes={"smoke": (2,)},
     ))
     closed = []
-    real_prepare = runner._prepare
+    real_prepare = measure._prepare
 
     def prepare_and_watch(case, ddp_processes):
         prepared = real_prepare(case, ddp_processes)
         real_close = prepared.close
         return dataclasses.replace(prepared, close=lambda: (closed.append(case.benchmark_id), real_close()))
 
-    def events_out_of_memory(run_step, device, steps):
+    def events_out_of_memory(run_step, steps):
         raise RuntimeError("MPS backend out of memory (MPS allocated: 9.00 GB, other allocations: 0 bytes)")
 
-    monkeypatch.setattr(runner, "_prepare", prepare_and_watch)
-    monkeypatch.setattr(devices, "has_events", lambda device: True)
-    monkeypatch.setattr(devices, "time_with_events_s", events_out_of_memory)
+    monkeypatch.setattr(measure, "_prepare", prepare_and_watch)
+    monkeypatch.setattr(backend("cpu"), "event_times_s", events_out_of_memory)
     case = Case("cpu", "fp32", "tiny-linear-oom", 2, "infer", "smoke")
-    with pytest.raises(runner.CaseOutOfMemory, match="out of memory at batch size 2"):
-        runner.run_case(standalone_benchmark("oom", max_time_s=0.01), case, warmup_steps=1)
+    outcome = measure.measure(case, MeasureSettings(1), standalone_benchmark("oom", RoundSettings(max_time_s=0.01)))
+    assert isinstance(outcome, Failure) and outcome.kind == "out-of-memory" and outcome.skips
+    assert "out of memory at batch size 2" in outcome.message
     assert closed == [case.benchmark_id]

@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from perfsuite.gate import current_memory_bytes
 from perfsuite.records import BaselineEntry, Case, Measurement, Run, StoredRun, check_round_times
 
 CASE = Case(device="cpu", dtype="fp32", model="resnet18", batch_size=4, mode="train", profile="standard")
@@ -178,15 +177,15 @@ def test_measurement_round_times_are_every_round_run_after_run():
 def test_the_gated_memory_is_the_median_of_the_runs_each_in_a_process_of_its_own():
     fresh = {"fresh_process": True}
     runs = (run(memory_bytes=300, facts=fresh), run(memory_bytes=100, facts=fresh), run(memory_bytes=200, facts=fresh))
-    assert current_memory_bytes(Measurement(CASE, runs)) == 200
+    assert Measurement(CASE, runs).own_memory_bytes == 200
 
 
 def test_no_memory_is_gated_when_a_run_shared_its_process_or_measured_none():
     fresh = {"fresh_process": True}
     shared = (run(memory_bytes=300, facts=fresh), run(memory_bytes=200, facts={"fresh_process": False}))
     unmeasured = (run(memory_bytes=300, facts=fresh), run(memory_bytes=None, facts=fresh))
-    assert current_memory_bytes(Measurement(CASE, shared)) is None
-    assert current_memory_bytes(Measurement(CASE, unmeasured)) is None
+    assert Measurement(CASE, shared).own_memory_bytes is None
+    assert Measurement(CASE, unmeasured).own_memory_bytes is None
 
 
 def test_measurement_samples_per_second_is_at_the_median_of_run_medians():

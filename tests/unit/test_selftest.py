@@ -21,6 +21,7 @@ from perfsuite.cli import main as cli_main
 from perfsuite.records import Case, Run
 from perfsuite.run.devices import Availability
 from perfsuite.run.steps import prepare_case
+from perfsuite.run.wire import run_from_json, run_to_json
 from perfsuite.selftest import analysis, measure
 from perfsuite.selftest.analysis import (
     BASELINE_RUNS,
@@ -47,7 +48,6 @@ from perfsuite.selftest.plan import (
 )
 from perfsuite.selftest.report import render_report, run_label, target_rows
 from perfsuite.store.baselines import machine_identity, stored_run
-from perfsuite.store.runs import run_from_json, run_to_json
 from perfsuite.workloads import get_workload
 
 SIDE = 16
@@ -637,9 +637,9 @@ def test_command_rejects_an_unknown_device_naming_the_valid_ones():
 
 
 def test_command_rejects_a_device_this_machine_cannot_use(monkeypatch, capsys, no_measuring):
-    from perfsuite.run import devices
+    from perfsuite.run.devices import backend
 
-    monkeypatch.setattr(devices, "availability", lambda device: Availability(device == "cpu", "no GPU in the test"))
+    monkeypatch.setattr(backend("cuda"), "availability", lambda: Availability(False, "no GPU in the test"))
     assert selftest("--device", "cuda") == 2
     assert "--device cuda: no GPU in the test" in capsys.readouterr().err
 

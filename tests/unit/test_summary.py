@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from perfsuite.judge.stats import RunComparison
 from perfsuite.judge.verdicts import Verdict
 from perfsuite.render.summary import (
     LEGEND,
@@ -16,28 +17,36 @@ from perfsuite.render.summary import (
     verdict_rows,
 )
 
+
+def comparison(outcome: str, ratio: float) -> RunComparison:
+    return RunComparison(
+        outcome=outcome, ratio=ratio, current_runs=3, baseline_runs=5, baseline_sessions=5, calibrated=True,
+        log_sd=0.02, degrees_of_freedom=4, ci_low=ratio - 0.02, ci_high=ratio + 0.02, p_value_slower=0.3,
+        p_value_faster=0.7, detectable_slowdown=0.12, noise_slowdown=0.05, processes_needed=3,
+    )
+
+
 UNCHANGED = Verdict(
     benchmark_id="cpu-fp32-bert-base-bs8-train", status="unchanged", baseline_median_s=0.0456,
     current_median_s=0.0461, ratio=1.011, ci_low=0.99, ci_high=1.03, p_value=0.3, tolerance=0.10,
     current_runs=3, baseline_runs=5, detectable_slowdown=0.12, processes_needed=None, samples_per_s=173.5,
     tflops_per_s=None, gpu_busy_fraction=None, memory_status="unchanged", memory_figure="cpu_peak_rss_bytes",
     baseline_memory_bytes=1_000_000_000, current_memory_bytes=1_010_000_000, memory_ratio=1.01,
-    memory_tolerance=0.10, message="cpu-fp32-bert-base-bs8-train unchanged: ...",
+    memory_tolerance=0.10, comparison=comparison("unchanged", 1.011),
 )
 REGRESSED = dataclasses.replace(
     UNCHANGED, benchmark_id="cpu-fp32-resnet18-bs4-train", status="regressed", baseline_median_s=0.0123,
     current_median_s=0.0160, ratio=1.301, ci_low=1.25, ci_high=1.35, p_value=1e-9,
-    message="cpu-fp32-resnet18-bs4-train regressed: median 12.3 ms -> 16 ms (x1.301)",
+    comparison=comparison("regressed", 1.301),
 )
 MEMORY_REGRESSED = dataclasses.replace(
     UNCHANGED, benchmark_id="cpu-fp32-resnet18-bs8-infer", memory_status="regressed", memory_ratio=1.3,
-    current_memory_bytes=1_300_000_000, message="cpu-fp32-resnet18-bs8-infer unchanged: ...; memory regressed",
+    current_memory_bytes=1_300_000_000,
 )
 NO_BASELINE = dataclasses.replace(
     UNCHANGED, benchmark_id="cpu-fp32-sd15-unet-bs1-infer", status="no-baseline", baseline_median_s=None,
     ratio=None, ci_low=None, ci_high=None, p_value=None, baseline_runs=None, detectable_slowdown=None,
-    memory_status="not-compared", baseline_memory_bytes=None, memory_ratio=None,
-    message="cpu-fp32-sd15-unet-bs1-infer: no baseline in ...",
+    memory_status="not-compared", baseline_memory_bytes=None, memory_ratio=None, comparison=None,
 )
 LAUNCH_BOUND = dataclasses.replace(
     UNCHANGED, benchmark_id="cuda-fp32-resnet18-bs4-infer", gpu_busy_fraction=0.3,
@@ -133,7 +142,7 @@ def test_the_terminal_report_ends_with_the_legend():
 
 def test_json_has_the_schema_counts_errors_and_verdicts():
     document = json.loads(render_json([UNCHANGED, REGRESSED], ERRORS))
-    assert (document["schema"], document["schema_version"]) == ("perfsuite-verdicts", 2)
+    assert (document["schema"], document["schema_version"]) == ("perfsuite-verdicts", 3)
     assert (document["counts"]["errored"], document["counts"]["regressed"], document["gate_failed"]) == (1, 1, True)
     assert document["errors"] == ERRORS
     assert [v["benchmark_id"] for v in document["verdicts"]] == [
@@ -188,5 +197,10 @@ def test_markdown_of_errored_cases_alone_lists_them_under_the_headline():
 
 
 def test_markdown_escapes_a_pipe_in_a_message():
-    piped = dataclasses.replace(REGRESSED, message="regressed | see log")
-    assert "- regressed \\| see log" in render_markdown([piped])
+    piped = dataclasses.replace(REGRESSED, benchmark_id="cpu-fp32-a|b-bs4-train")
+    assert "- cpu-fp32-a\\|b-bs4-train regressed: median" in render_markdown([piped])
+
+
+def test_json_verdicts_carry_their_message():
+    verdict = json.loads(render_json([REGRESSED]))["verdicts"][0]
+    assert verdict["message"].startswith("cpu-fp32-resnet18-bs4-train regressed: median 12.3 ms -> 16 ms (x1.301")

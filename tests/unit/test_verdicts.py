@@ -14,9 +14,11 @@ import re
 import pytest
 from scipy.stats import t as student_t
 
+from perfsuite.errors import REBASELINE_COMMAND, RECORD_COMMAND
 from perfsuite.judge.stats import DecisionConfig, Spread
-from perfsuite.judge.verdicts import REBASELINE_COMMAND, RECORD_COMMAND, Verdict, judge
+from perfsuite.judge.verdicts import Verdict, judge
 from perfsuite.records import BaselineEntry, Case, Measurement, Run, StoredRun
+from perfsuite.render.verdicts import verdict_message
 
 CASE = Case(device="cpu", dtype="fp32", model="resnet18", batch_size=4, mode="train", profile="standard")
 BENCHMARK_ID = "cpu-fp32-resnet18-bs4-train"
@@ -80,8 +82,8 @@ def test_no_baseline_is_shown_and_not_gated():
 
 def test_no_baseline_names_where_it_looked_and_how_to_record_one():
     verdict = judge(measurement(), None, MACHINE, baseline_source="baselines/cpu/amd-epyc-7763.json")
-    assert "no baseline in baselines/cpu/amd-epyc-7763.json" in verdict.message
-    assert f"`{RECORD_COMMAND}`" in verdict.message
+    assert "no baseline in baselines/cpu/amd-epyc-7763.json" in verdict_message(verdict)
+    assert f"`{RECORD_COMMAND}`" in verdict_message(verdict)
 
 
 # --- incompatible ------------------------------------------------------------------------------------------
@@ -100,14 +102,14 @@ def test_no_baseline_names_where_it_looked_and_how_to_record_one():
 )
 def test_a_baseline_of_another_setting_is_incompatible_and_says_why(entry_changes, reason):
     verdict = judge(measurement(), baseline(**entry_changes), MACHINE)
-    assert (verdict.status, verdict.notes) == ("incompatible", (reason,))
-    assert reason in verdict.message
+    assert (verdict.status, verdict.reasons) == ("incompatible", (reason,))
+    assert reason in verdict_message(verdict)
 
 
 def test_a_machine_fact_missing_on_one_side_is_a_reason():
     current_machine = {**MACHINE, "memory_gib": "24"}
     verdict = judge(measurement(), baseline(), current_machine)
-    assert verdict.notes == ("machine memory_gib: baseline None, current '24'",)
+    assert verdict.reasons == ("machine memory_gib: baseline None, current '24'",)
 
 
 def test_a_baseline_with_unknown_threads_is_compared_whatever_the_threads():
@@ -122,8 +124,8 @@ def test_an_incompatible_baseline_never_fails_the_gate_even_when_far_slower():
 def test_an_incompatible_verdict_shows_the_median_ratio_and_how_to_start_over():
     verdict = judge(measurement(scale=1.5), baseline(torch_version="2.12.0"), MACHINE)
     assert verdict.ratio == pytest.approx(1.5)
-    assert "x1.500" in verdict.message
-    assert f"`{REBASELINE_COMMAND}`" in verdict.message
+    assert "x1.500" in verdict_message(verdict)
+    assert f"`{REBASELINE_COMMAND}`" in verdict_message(verdict)
 
 
 # --- time outcomes ------------------------------------------------------------------------------------------
@@ -146,16 +148,16 @@ def test_an_improvement_passes():
 
 def test_a_regression_message_names_the_id_the_ratio_the_runs_and_the_floor():
     verdict = judge(measurement(scale=1.3), baseline(), MACHINE)
-    assert verdict.message.startswith(f"{BENCHMARK_ID} regressed: median 12 ms -> 15.6 ms")
-    assert f"(x{verdict.ratio:.3f}, 5 run(s) vs 5 baseline run(s))" in verdict.message
-    assert "x1.300" in verdict.message
-    assert re.search(r"detects >= [\d.]+% here", verdict.message)
+    assert verdict_message(verdict).startswith(f"{BENCHMARK_ID} regressed: median 12 ms -> 15.6 ms")
+    assert f"(x{verdict.ratio:.3f}, 5 run(s) vs 5 baseline run(s))" in verdict_message(verdict)
+    assert "x1.300" in verdict_message(verdict)
+    assert re.search(r"detects >= [\d.]+% here", verdict_message(verdict))
 
 
 def test_a_regression_message_gives_the_band_and_the_p_value():
     # Every current run slower than every baseline run: the exact p is the smallest, 1/252 = 0.004.
     verdict = judge(measurement(scale=1.3), baseline(), MACHINE)
-    assert "slower beyond the band 1.1 with p = 0.004 < 0.01 (CI [" in verdict.message
+    assert "slower beyond the band 1.1 with p = 0.004 < 0.01 (CI [" in verdict_message(verdict)
 
 
 def test_a_regression_message_gives_the_floor_of_one_session_against_the_baselines():
@@ -166,7 +168,7 @@ def test_a_regression_message_gives_the_floor_of_one_session_against_the_baselin
     floor = math.expm1(math.log(1.10) + student_t.ppf(0.95, 4) * se)
     verdict = judge(measurement(scale=1.3), baseline(), MACHINE)
     assert verdict.detectable_slowdown == pytest.approx(floor)
-    assert verdict.message.endswith(f"; detects >= {floor * 100:.3g}% here")
+    assert verdict_message(verdict).endswith(f"; detects >= {floor * 100:.3g}% here")
 
 
 def test_the_verdict_carries_the_figures_of_the_comparison():
@@ -181,7 +183,7 @@ def test_the_verdict_carries_the_figures_of_the_comparison():
 def test_the_p_value_of_an_improvement_is_the_faster_sides():
     verdict = judge(measurement(scale=0.7), baseline(), MACHINE)
     assert verdict.p_value == pytest.approx(1 / math.comb(10, 5))
-    assert "faster beyond the band 0.9 with p = 0.004 < 0.01" in verdict.message
+    assert "faster beyond the band 0.9 with p = 0.004 < 0.01" in verdict_message(verdict)
 
 
 def test_the_verdict_shows_the_medians_of_run_medians():
@@ -203,8 +205,8 @@ def test_a_noisy_machine_spread_keeps_a_steady_case_from_failing_on_a_change_the
     assert student_t.ppf(0.99, 10) * se > math.log(1.2)
     noise = math.expm1((student_t.ppf(0.99, 10) + student_t.ppf(0.95, 10)) * se)
     assert shrunk.detectable_slowdown == pytest.approx(noise)
-    assert "the noise floor is above the 10% band: this machine's runs scatter by 19% (sd); " in shrunk.message
-    assert "noise floor" not in alone.message
+    assert "the noise floor is above the 10% band: this machine's runs scatter by 19% (sd); " in verdict_message(shrunk)
+    assert "noise floor" not in verdict_message(alone)
 
 
 def test_the_tolerance_given_is_the_band_applied():
@@ -230,13 +232,13 @@ def test_a_noisy_case_says_no_process_count_lowers_its_floor():
     for verdict in (few, many):
         assert (verdict.status, verdict.processes_needed) == ("unchanged", None)
         assert verdict.detectable_slowdown == pytest.approx(floor)
-        assert verdict.message.endswith(
+        assert verdict_message(verdict).endswith(
             f"; detects >= {floor * 100:.3g}% here; the noise floor is above the 10% band: this machine's runs "
             "scatter by 5.27% (sd); no process count lowers it, since one session's runs share the machine's "
             "state: judge on a quieter runner, with --perf-threads 1 or longer runs (--benchmark-max-time 5), or "
             "give this case a wider band"
         )
-    assert "--perf-processes" not in few.message
+    assert "--perf-processes" not in verdict_message(few)
 
 
 def test_a_case_too_noisy_for_the_band_says_how_much_its_runs_scatter():
@@ -245,13 +247,15 @@ def test_a_case_too_noisy_for_the_band_says_how_much_its_runs_scatter():
     verdict = judge(measurement(logs=noisy), baseline(logs=noisy * 2 + (0.0,)), MACHINE)
     assert (verdict.status, verdict.processes_needed) == ("unchanged", None)
     assert f"{math.sqrt(0.16 / 6) * 100:.3g}" == "16.3"
-    assert "the noise floor is above the 10% band: this machine's runs scatter by 16.3% (sd); " in verdict.message
+    assert "the noise floor is above the 10% band: this machine's runs scatter by 16.3% (sd); " in verdict_message(
+        verdict
+    )
 
 
 def test_a_case_whose_floor_is_under_the_band_has_no_advice():
     verdict = judge(measurement(scale=1.02), baseline(), MACHINE)
-    assert "noise floor" not in verdict.message
-    assert "within the band +-10% or within the noise (CI [" in verdict.message
+    assert "noise floor" not in verdict_message(verdict)
+    assert "within the band +-10% or within the noise (CI [" in verdict_message(verdict)
 
 
 def test_judge_counts_the_baselines_sessions_by_their_distinct_recording_stamps():
@@ -291,7 +295,7 @@ def test_an_uncalibrated_message_says_why_and_asks_for_three_processes_against_s
     # One run against one: the smallest p is 1/C(2, 1) = 0.5. Three processes need seven baseline runs
     # (C(10, 3) = 120 > 100 > C(9, 3) = 84): three recordings of three processes.
     verdict = judge(measurement(scale=1.5, logs=(0.0,)), baseline(logs=(0.0,)), MACHINE)
-    assert verdict.message == (
+    assert verdict_message(verdict) == (
         f"{BENCHMARK_ID} uncalibrated: median 12 ms -> 18 ms (x1.500, 1 run(s) vs 1 baseline run(s)); "
         "uncalibrated: with these runs no p below 0.5 is possible, not the 0.01 the gate needs, so only a change "
         "x2 beyond the baseline's slowest run (and beyond the noise) is called; judge with --perf-processes 3 "
@@ -305,9 +309,9 @@ def test_an_uncalibrated_message_keeps_more_processes_than_three():
     # (C(9, 5) = 126 > 100 > C(8, 5) = 56): two recordings of three processes.
     verdict = judge(measurement(scale=1.5), baseline(logs=(-0.01, 0.01)), MACHINE)
     assert verdict.status == "uncalibrated"
-    assert "no p below 0.048 is possible" in verdict.message
-    assert "judge with --perf-processes 5 against >= 4 baseline runs" in verdict.message
-    assert f"(`{RECORD_COMMAND} --perf-processes 3`, recorded 2 times)" in verdict.message
+    assert "no p below 0.048 is possible" in verdict_message(verdict)
+    assert "judge with --perf-processes 5 against >= 4 baseline runs" in verdict_message(verdict)
+    assert f"(`{RECORD_COMMAND} --perf-processes 3`, recorded 2 times)" in verdict_message(verdict)
 
 
 def test_one_run_against_twenty_baseline_runs_nearly_twice_as_slow_is_uncalibrated():
@@ -315,13 +319,13 @@ def test_one_run_against_twenty_baseline_runs_nearly_twice_as_slow_is_uncalibrat
     logs = tuple(-0.02 + 0.04 * i / 19 for i in range(20))
     verdict = judge(measurement(scale=1.9, logs=(0.0,)), baseline(logs=logs), MACHINE)
     assert (verdict.status, verdict.gate_failed, verdict.p_value) == ("uncalibrated", False, None)
-    assert "no p below 0.048 is possible" in verdict.message
+    assert "no p below 0.048 is possible" in verdict_message(verdict)
 
 
 def test_an_uncalibrated_change_beyond_twice_as_slow_fails_the_gate():
     verdict = judge(measurement(scale=2.5, logs=(0.0,)), baseline(logs=(0.0,)), MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("regressed", True)
-    assert verdict.message.endswith(
+    assert verdict_message(verdict).endswith(
         "(x2.500, 1 run(s) vs 1 baseline run(s)); x2 beyond the baseline's slowest run, called although the runs "
         "are too few to calibrate the test"
     )
@@ -331,13 +335,17 @@ def test_one_run_against_twenty_baseline_runs_beyond_twice_as_slow_fails_the_gat
     logs = tuple(-0.02 + 0.04 * i / 19 for i in range(20))
     verdict = judge(measurement(scale=2.5, logs=(0.0,)), baseline(logs=logs), MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("regressed", True)
-    assert "x2 beyond the baseline's slowest run, called although the runs are too few to calibrate" in verdict.message
+    assert "x2 beyond the baseline's slowest run, called although the runs are too few to calibrate" in verdict_message(
+        verdict
+    )
 
 
 def test_an_uncalibrated_change_beyond_twice_as_fast_is_improved_and_passes():
     verdict = judge(measurement(scale=0.4, logs=(0.0,)), baseline(logs=(0.0,)), MACHINE)
     assert (verdict.status, verdict.gate_failed) == ("improved", False)
-    assert "x2 below the baseline's fastest run, called although the runs are too few to calibrate" in verdict.message
+    assert "x2 below the baseline's fastest run, called although the runs are too few to calibrate" in verdict_message(
+        verdict
+    )
 
 
 # --- memory --------------------------------------------------------------------------------------------------
@@ -357,7 +365,9 @@ def test_a_memory_regression_fails_the_gate_when_the_time_is_unchanged():
 
 def test_a_memory_regression_message_names_the_figure_and_the_band():
     verdict = judge(measurement(), baseline(), MACHINE, current_memory_bytes=1_000_000_000)
-    assert "memory regressed: cpu_peak_rss_bytes 477 MiB -> 954 MiB (x2.000, above the band 1.1)" in verdict.message
+    assert "memory regressed: cpu_peak_rss_bytes 477 MiB -> 954 MiB (x2.000, above the band 1.1)" in verdict_message(
+        verdict
+    )
 
 
 def test_memory_within_its_band_is_unchanged():
@@ -398,4 +408,4 @@ def test_to_dict_holds_every_field_and_the_derived_flags():
 def test_to_dict_is_json_ready():
     verdict = judge(measurement(), baseline(torch_version="2.12.0"), MACHINE)
     document = json.loads(json.dumps(verdict.to_dict(), allow_nan=False))
-    assert document["notes"] == ["torch_version: baseline '2.12.0', current '2.13.0'"]
+    assert document["reasons"] == ["torch_version: baseline '2.12.0', current '2.13.0'"]

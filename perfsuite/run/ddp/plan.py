@@ -1,4 +1,5 @@
-"""`train-ddp` decisions, pure: how many processes run, whether a case can run here, scaling efficiency."""
+"""`train-ddp` decisions, pure: the threads of each rank and the scaling efficiency of the results (how many ranks
+run, and whether they can run here, is each device backend's: `ddp_default_processes`, `ddp_unusable`)."""
 
 from __future__ import annotations
 
@@ -7,58 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfsuite.errors import UsageError
-
-MPS_SKIP_REASON = (
-    "one device: DDP needs several processes with one device each; MPS has one GPU and no nccl/gloo GPU backend"
-)
 SCALING_KEYS = ("device", "dtype", "model", "batch_size", "profile")
-
-# Decisions: pure functions.
-
-
-def default_processes(device: str, device_count: int) -> int:
-    """Processes of a `train-ddp` case when the user sets none: one per CUDA GPU (at least one: DDP in
-    one process on one GPU measures DDP's own overhead), two on the CPU."""
-    if device == "cuda":
-        return max(1, device_count)
-    return 2
-
-
-def ddp_processes(device: str, device_count: int, configured: int | str | None) -> int:
-    """The number of `train-ddp` processes: `configured` (--perf-ddp-processes) when given, else
-    `default_processes`. Raises UsageError for a value that
-    is not a positive integer."""
-    if configured is None or not str(configured).strip():
-        return default_processes(device, device_count)
-    try:
-        processes = int(str(configured).strip())
-    except ValueError:
-        processes = 0
-    if processes < 1:
-        raise UsageError(
-            f"--perf-ddp-processes: {configured!r} is not a positive integer; "
-            "give the number of processes of a train-ddp case, e.g. 2"
-        )
-    return processes
-
-
-def ddp_skip_reason(device: str, processes: int, device_count: int) -> str | None:
-    """Why a `train-ddp` case with `processes` processes cannot run on `device`, of which this machine
-    has `device_count`; None when it can."""
-    if device == "mps":
-        return MPS_SKIP_REASON
-    if device == "cuda" and processes > device_count:
-        return (
-            f"train-ddp with {processes} processes needs {processes} CUDA GPUs, one per process, and "
-            f"{device_count} are visible; set --perf-ddp-processes to at most {device_count}"
-        )
-    return None
-
-
-def backend_for(device: str) -> str:
-    """The torch.distributed backend of `device`: nccl on CUDA, gloo on the CPU."""
-    return "nccl" if device == "cuda" else "gloo"
 
 
 def threads_per_process(threads_available: int, processes: int) -> int:

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from perfsuite.records import Case
-from perfsuite.run.ddp.plan import backend_for, ddp_processes, ddp_skip_reason, threads_per_process
+from perfsuite.run.ddp.plan import threads_per_process
 from perfsuite.run.ddp.ranks import (
     CHECKSUM,
     DEFAULT_TIMEOUT_S,
@@ -36,13 +36,13 @@ from perfsuite.run.ddp.ranks import (
     exit_description,
     gather_checksums,
     nccl_timeout_spares_this_process,
-    rank_device,
     ready_key,
     stop_workers,
     synchronize_rank,
     wrap_in_ddp,
 )
 from perfsuite.run.ddp.worker import WORKER_CODE
+from perfsuite.run.devices import backend
 from perfsuite.run.steps import PreparedCase, config_digest
 from perfsuite.workloads import Workload
 from perfsuite.workloads.sources import workload_sources
@@ -73,10 +73,10 @@ class DdpTraining:
     """The ranks of one `train-ddp` case, seen from rank 0: `step()` runs one step on every rank,
     `close()` stops them. Use `start` to make one."""
 
-    def __init__(self, case: Case, processes: int, backend: str, store: dist.TCPStore) -> None:
+    def __init__(self, case: Case, processes: int, ddp_backend: str, store: dist.TCPStore) -> None:
         self.case = case
         self.processes = processes
-        self.backend = backend
+        self.backend = ddp_backend
         self.parameter_count = 0
         self.config_digest = ""
         self.facts: dict[str, Any] = {}
@@ -90,7 +90,7 @@ class DdpTraining:
         self._worker_exited = threading.Event()
         self._monitor: threading.Thread | None = None
         self._threads_before: int | None = None
-        flag_device = rank_device(case.device, 0)
+        flag_device = backend(case.device).rank_device(0)
         self._flags = {
             command: torch.tensor([command], dtype=torch.int64, device=flag_device)
             for command in (STEP, STOP, CHECKSUM)
@@ -101,21 +101,21 @@ class DdpTraining:
         cls, case: Case, workload: Workload, processes: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
     ) -> DdpTraining:
         """Start `processes - 1` workers, join them as rank 0 and wrap every rank's module in DDP."""
-        device_count = torch.cuda.device_count() if case.device == "cuda" else 1
-        if processes is None:
-            processes = ddp_processes(case.device, device_count, None)
-        reason = ddp_skip_reason(case.device, processes, device_count)
-        if reason:
+        device = backend(case.device)
+        visible = device.count()
+        processes = processes or device.ddp_default_processes(visible)
+        reason = device.ddp_unusable(processes, visible)
+        if reason or device.ddp_backend is None:
             raise ValueError(f"{case.benchmark_id} cannot run: {reason}; run train-ddp on cuda or cpu")
         if dist.is_initialized():
             raise RuntimeError(
                 f"{case.benchmark_id}: this process already belongs to a torch.distributed process group; "
                 "train-ddp starts its own, so run perfsuite without torchrun or another launcher"
             )
-        backend = backend_for(case.device)
+        ddp_backend = device.ddp_backend
         # Port 0: the store picks a free port itself, so two sessions on one machine cannot collide.
         store = dist.TCPStore(HOST, 0, processes, True, timedelta(seconds=timeout_s), wait_for_workers=False)
-        training = cls(case, processes, backend, store)
+        training = cls(case, processes, ddp_backend, store)
         try:
             training._start(workload, timeout_s)
         except Exception as error:
@@ -211,7 +211,7 @@ class DdpTraining:
     def _start(self, workload: Workload, timeout_s: float) -> None:
         store = self._open_store()
         threads = None
-        if self.case.device == "cpu":
+        if not backend(self.case.device).is_accelerator:  # ranks share the CPU's threads
             threads = threads_per_process(torch.get_num_threads(), self.processes)
             self._threads_before = torch.get_num_threads()
             torch.set_num_threads(threads)
@@ -231,8 +231,7 @@ class DdpTraining:
             self._spawn_worker({**spec, "rank": rank}, threads)
         # Killed at interpreter exit if close() never ran (an interrupted session).
         weakref.finalize(self, stop_workers, self._workers, 0.0)
-        if self.case.device == "cuda":
-            torch.cuda.set_device(0)
+        backend(self.case.device).use_rank_device(0)
         module, inputs, target = build_module_and_data(self.case, workload, rank=0)
         self.parameter_count = sum(p.numel() for p in module.parameters())
         # The process count is part of the configuration: a baseline of 8 GPUs is not one of 4.

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from perfsuite.records import Case
+from perfsuite.run.devices import backend
 from perfsuite.run.steps import make_train_step, to_device
 from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import materialize_random_weights
@@ -42,10 +43,6 @@ class RankState:
     train_step: Callable[[], torch.Tensor]
 
 
-def rank_device(device: str, rank: int) -> torch.device:
-    return torch.device("cuda", rank) if device == "cuda" else torch.device(device)
-
-
 def build_module_and_data(case: Case, workload: Workload, rank: int) -> tuple[torch.nn.Module, Any, Any]:
     torch.manual_seed(MODULE_SEED)
     module = materialize_random_weights(workload.build_module(case.profile), case.device, seed=MODULE_SEED)
@@ -64,7 +61,8 @@ def build_module_and_data(case: Case, workload: Workload, rank: int) -> tuple[to
 def wrap_in_ddp(
     case: Case, workload: Workload, module: torch.nn.Module, inputs: Any, target: Any, rank: int
 ) -> RankState:
-    device_ids = [rank] if case.device == "cuda" else None
+    # One GPU per rank where the device's ranks each have their own (CUDA); the CPU's ranks share it.
+    device_ids = [rank] if backend(case.device).one_device_per_rank else None
     ddp_module = DistributedDataParallel(module, device_ids=device_ids)
     return RankState(ddp_module, make_train_step(case, workload, ddp_module, inputs, target))
 
@@ -78,8 +76,7 @@ def gather_checksums(module: torch.nn.Module, processes: int) -> list[torch.Tens
 
 
 def synchronize_rank(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
+    backend(device).synchronize()
 
 
 @contextlib.contextmanager

@@ -23,10 +23,10 @@ from perfsuite.run.ddp.ranks import (
     build_module_and_data,
     error_key,
     gather_checksums,
-    rank_device,
     ready_key,
     wrap_in_ddp,
 )
+from perfsuite.run.devices import backend
 from perfsuite.run.lifetime import watch_parent
 from perfsuite.workloads.sources import find_workload
 
@@ -53,8 +53,7 @@ def run_worker(spec: Mapping[str, Any]) -> int:
         if spec["threads"] is not None:
             torch.set_num_threads(int(spec["threads"]))
         case = Case(**spec["case"])
-        if case.device == "cuda":
-            torch.cuda.set_device(rank)
+        backend(case.device).use_rank_device(rank)
         workload = find_workload(spec["workload"], spec["workload_sources"])
         module, inputs, target = build_module_and_data(case, workload, rank)
         store.set(ready_key(rank), "1")
@@ -62,7 +61,7 @@ def run_worker(spec: Mapping[str, Any]) -> int:
             spec["backend"], store=store, rank=rank, world_size=int(spec["world_size"]), timeout=timeout
         )
         ddp_rank = wrap_in_ddp(case, workload, module, inputs, target, rank)
-        flag = torch.zeros(1, dtype=torch.int64, device=rank_device(case.device, rank))
+        flag = torch.zeros(1, dtype=torch.int64, device=backend(case.device).rank_device(rank))
         phase = "in a training step"
         while True:
             dist.broadcast(flag, src=0)

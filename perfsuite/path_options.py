@@ -1,0 +1,57 @@
+"""Path options given with a separate value outside the project: pytest would take the value for a test path.
+
+pytest chooses its rootdir before plugins' options are known, reading `--perf-summary-dir /tmp/x` as an unknown
+flag and a test path `/tmp/x`: the rootdir then becomes a parent such as /tmp, and [tool.perfsuite], testpaths
+and the baseline folder would be silently lost. `--perf-summary-dir=/tmp/x` is read as one argument and is safe, so
+such a command line is run again in that spelling. Pure functions; the plugin does the relaunch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+PATH_OPTIONS = ("--perf-baseline-dir", "--perf-summary-dir")
+
+
+def rootdir_moving_paths(args: Sequence[str], invocation_dir: Path) -> list[tuple[str, str]]:
+    """The path options given with their value as a separate argument whose value lies outside `invocation_dir`."""
+    moving = []
+    for option, value in zip(args, args[1:], strict=False):
+        if option in PATH_OPTIONS and not value.startswith("-"):
+            resolved = (invocation_dir / value).resolve()
+            if not resolved.is_relative_to(invocation_dir.resolve()):
+                moving.append((option, value))
+    return moving
+
+
+def joined_path_options(args: Sequence[str]) -> list[str]:
+    """`args` with every path option and its separate value written as one `--option=value` argument."""
+    joined: list[str] = []
+    index = 0
+    while index < len(args):
+        if args[index] in PATH_OPTIONS and index + 1 < len(args) and not args[index + 1].startswith("-"):
+            joined.append(f"{args[index]}={args[index + 1]}")
+            index += 2
+        else:
+            joined.append(args[index])
+            index += 1
+    return joined
+
+
+def relaunch_command(original_argv: Sequence[str], args: Sequence[str]) -> list[str] | None:
+    """The command line that runs this pytest again with the path options joined to their values, or None when
+    pytest's arguments are not the end of the interpreter's command line (pytest.main called from a program)."""
+    if not args or list(original_argv[-len(args):]) != list(args):
+        return None
+    return [*original_argv[: -len(args)], *joined_path_options(args)]
+
+
+def refusal(moving: Sequence[tuple[str, str]], rootdir: Path) -> str:
+    """Why a command line whose path options move the rootdir is refused, and the spelling to use instead."""
+    given = " ".join(f"{option} {value}" for option, value in moving)
+    written = " ".join(f"{option}={value}" for option, value in moving)
+    return (
+        f"{given}: pytest takes a separate value outside this folder for a test path when it picks its rootdir "
+        f"(it picked {rootdir}), which loses [tool.perfsuite] and the baselines; write {written}"
+    )

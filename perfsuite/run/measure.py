@@ -1,0 +1,243 @@
+"""The one place a case is measured: `measure(case, settings, fixture)` returns its outcome, a `Run` or a `Failure`.
+
+Every path calls it: a session in the pytest process (with pytest-benchmark's `benchmark` fixture), the worker
+processes of `--perf-processes` (with a standalone fixture), the selftest's workers, and the A/B workers through its
+parts (`open_case` builds and warms a case once, then rounds are timed on request). Whatever goes wrong becomes a
+`Failure` here, by `failure_of`, so one bad step gives the same status and message on every path.
+
+What a measurement is: the case is built on its device, warm-up steps absorb first-call costs (cuDNN autotuning, MPS
+graph and shader compilation, allocator growth) and a non-finite training loss stops the case; FLOPs are counted
+once outside the rounds; pytest-benchmark times the rounds, each ending with the device drained; then the memory
+figures, device events and (on CUDA) the GPU's busy fraction are read.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import traceback
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from perfsuite.matrix.axes import base_mode
+from perfsuite.records import Case, Fact, Failure, Outcome, Run
+from perfsuite.run.compiled import CaptureImpossible, DynamoCounts, WrongCompiledResult
+from perfsuite.run.devices import DeviceBackend, backend
+from perfsuite.run.plan import MeasureSettings
+from perfsuite.run.steps import PreparedCase, WrongResult, count_flops, prepare_case
+from perfsuite.workloads import get_workload
+
+EVENT_TIMED_STEPS = 5
+# Compile modes that go through torch.compile (and so Dynamo's counters).
+TORCH_COMPILE_MODES = ("inductor", "reduce-overhead")
+# How much of a traceback a failure keeps as its details.
+DETAILS_CHARACTERS = 2000
+
+
+class NonFiniteLoss(Exception):
+    """A training step returned a NaN or infinite loss: timing it would record a broken model as a baseline."""
+
+
+class CompiledDuringRounds(Exception):
+    """torch.compile compiled during the timed rounds: the times would include compilation."""
+
+
+def measure(case: Case, settings: MeasureSettings, fixture: Any) -> Outcome:
+    """Measure `case` with the pytest-benchmark fixture `fixture`: its `Run`, a `Failure` (never an exception,
+    except an interrupt), or None when no round was timed (`--benchmark-disable` runs the step once, untimed).
+    The run's figures also land in `fixture.extra_info`."""
+    device = backend(case.device)
+    try:
+        run = _measure(case, settings, fixture, device)
+    except Exception as error:
+        return failure_of(case, error, device)
+    if run is not None:
+        fixture.extra_info.update(extra_info(run))
+    return run
+
+
+def failure_of(case: Case, error: Exception, device: DeviceBackend | None = None) -> Failure:
+    """The failure `error` means for `case`: its kind and a message that names the case."""
+    device = device or backend(case.device)
+    text = str(error).strip()
+    if device.is_out_of_memory(error):
+        first_line = text.splitlines()[0] if text else type(error).__name__
+        return Failure(case, "out-of-memory", f"{case.benchmark_id}: out of memory at batch size {case.batch_size} "
+                       f"({first_line})")
+    if isinstance(error, CaptureImpossible):
+        return Failure(case, "cannot-run", f"{case.benchmark_id}: {error}")
+    kinds = ((NonFiniteLoss, "non-finite-loss"), ((WrongCompiledResult, WrongResult), "wrong-result"),
+             (CompiledDuringRounds, "compiled-during-rounds"))
+    for error_types, kind in kinds:
+        if isinstance(error, error_types):
+            return Failure(case, kind, text)  # type: ignore[arg-type]
+    details = "".join(traceback.format_exception(error))[-DETAILS_CHARACTERS:]
+    return Failure(case, "error", f"{case.benchmark_id}: the step raised {type(error).__name__}: {text}", details)
+
+
+def crashed(case: Case, exit_status: int, output_tail: str) -> Failure:
+    """The failure of a case whose measuring process died (a segfault, an abort, a kill) before reporting."""
+    return Failure(
+        case, "crashed",
+        f"{case.benchmark_id}: the process measuring it exited with status {exit_status} before it reported",
+        output_tail,
+    )
+
+
+def _measure(case: Case, settings: MeasureSettings, fixture: Any, device: DeviceBackend) -> Run | None:
+    workload = get_workload(case.model)
+    device.free_cached_memory()
+    prepared: PreparedCase | None = None
+    try:
+        prepared = _prepare(case, settings.ddp_processes)
+        digest, parameter_count, samples = prepared.config_digest, prepared.parameter_count, prepared.samples
+        facts: dict[str, Fact] = dict(prepared.extra_facts)
+        compiling = case.compile in TORCH_COMPILE_MODES
+        before_warmup = DynamoCounts.now() if compiling else None
+        check_warmup(prepared, settings.warmup_steps)
+        flops_per_step = prepared.flops_per_step
+        if flops_per_step is None:
+            flops_per_step = count_flops(prepared.run_step)
+        device.synchronize()
+        device.reset_memory_peak()
+        before_rounds = DynamoCounts.now() if compiling else None
+        in_use_before_bytes = device.memory_in_use_bytes()
+        fixture(prepared.timed_step)  # each round ends with the device drained
+        in_use_after_bytes = device.memory_in_use_bytes()
+        if before_warmup is not None and before_rounds is not None:
+            facts["compile_warmup_frames"] = before_rounds.since(before_warmup).frames
+            check_no_compilation(case, DynamoCounts.now().since(before_rounds), settings.warmup_steps)
+        stats = getattr(fixture, "stats", None)
+        round_times_s = list(stats.stats.data) if stats is not None else []
+        memory_bytes = device.memory_figures_bytes()
+        memory_figure = device.memory_figure_name()
+        event_times_s = device.event_times_s(prepared.run_step, EVENT_TIMED_STEPS)
+        event_median_s = None if event_times_s is None else statistics.median(event_times_s)
+        busy = None
+        if round_times_s:
+            kernel_s = device.kernel_time_s(prepared.run_step)
+            busy = None if kernel_s is None else min(1.0, kernel_s / statistics.median(round_times_s))
+    finally:
+        if prepared is not None:
+            prepared.close()
+        del prepared
+        device.free_cached_memory()
+    if not round_times_s:
+        return None
+    if in_use_before_bytes is not None and in_use_after_bytes is not None:
+        facts["memory_growth_bytes"] = in_use_after_bytes - in_use_before_bytes
+    return Run(
+        case=case,
+        round_times_s=tuple(round_times_s),
+        samples_per_step=samples,
+        flops_per_step=flops_per_step,
+        memory_figure=memory_figure,
+        memory_bytes=memory_bytes.get(memory_figure),
+        config_digest=digest,
+        torch_version=torch.__version__,
+        threads=torch.get_num_threads(),
+        parameter_count=parameter_count,
+        gpu_busy_fraction=busy,
+        event_median_s=event_median_s,
+        facts={**workload.extra_facts, **facts, **memory_bytes, "fresh_process": settings.fresh_process},
+    )
+
+
+def _prepare(case: Case, ddp_processes: int | None) -> PreparedCase:
+    """The case built on its device: train-ddp starts its worker ranks, every other mode composes one step."""
+    workload = get_workload(case.model)
+    if case.mode == "train-ddp":
+        from perfsuite.run.ddp.rank0 import prepare_ddp_case
+
+        prepared = prepare_ddp_case(case, workload, ddp_processes)
+    else:
+        prepared = prepare_case(case, workload)
+    return prepared
+
+
+def check_warmup(prepared: PreparedCase, warmup_steps: int) -> None:
+    """Run the warm-up steps; for training, fail on a non-finite loss naming the step and the value."""
+    training = base_mode(prepared.case.mode) == "train"
+    for step in range(1, warmup_steps + 1):
+        output = prepared.timed_step()
+        if training and isinstance(output, torch.Tensor) and output.numel() == 1:
+            loss = float(output.detach().float().cpu())
+            if not math.isfinite(loss):
+                raise NonFiniteLoss(
+                    f"{prepared.case.benchmark_id}: warm-up step {step} returned the loss {loss}; a model that "
+                    "trains to NaN or infinity is broken, so it is not timed (check the model, its inputs and "
+                    "its learning rate)"
+                )
+
+
+def check_no_compilation(case: Case, during_rounds: DynamoCounts, warmup_steps: int) -> None:
+    """Raise CompiledDuringRounds when Dynamo compiled a frame while the rounds were timed."""
+    if during_rounds.frames:
+        raise CompiledDuringRounds(
+            f"{case.benchmark_id}: torch.compile compiled {during_rounds.frames} frame(s) during the timed rounds "
+            f"after {warmup_steps} warm-up steps, so the times include compilation; raise --perf-warmup"
+        )
+
+
+class MemoryGrowthWarning(UserWarning):
+    """The memory a case holds grew across its timed rounds: its step keeps something alive (a leak)."""
+
+
+# Growth across the rounds worth a warning: beyond allocator noise in total and per round.
+MEMORY_GROWTH_WARNING_BYTES = 16 * 2**20
+MEMORY_GROWTH_WARNING_BYTES_PER_ROUND = 2**19
+
+
+@dataclass(frozen=True)
+class MemoryGrowth:
+    """How much the memory in use grew from before the timed rounds to after them."""
+
+    benchmark_id: str
+    growth_bytes: int
+    rounds: int
+
+    @property
+    def grows(self) -> bool:
+        """Whether the growth is a leak rather than allocator noise: over 16 MiB and over 0.5 MiB a round."""
+        return (
+            self.growth_bytes > MEMORY_GROWTH_WARNING_BYTES
+            and self.growth_bytes > MEMORY_GROWTH_WARNING_BYTES_PER_ROUND * self.rounds
+        )
+
+    def describe(self) -> str:
+        per_round = self.growth_bytes / max(self.rounds, 1)
+        return (
+            f"{self.benchmark_id}: the memory in use grew by {self.growth_bytes / 2**20:.1f} MiB over "
+            f"{self.rounds} timed rounds ({per_round / 2**20:.2f} MiB a round): the step keeps something alive, so "
+            "a longer run would run out of memory and the memory figure depends on the round count"
+        )
+
+
+def warn_of_memory_growth(run: Run) -> bool:
+    """Warn (MemoryGrowthWarning) when `run`'s memory grew across its timed rounds like a leak; whether it did."""
+    growth_bytes = run.facts.get("memory_growth_bytes")
+    if not isinstance(growth_bytes, int):
+        return False
+    growth = MemoryGrowth(run.case.benchmark_id, growth_bytes, run.rounds)
+    if growth.grows:
+        warnings.warn(MemoryGrowthWarning(growth.describe()), stacklevel=2)
+    return growth.grows
+
+
+def extra_info(run: Run) -> dict[str, Fact]:
+    """The figures of `run` as pytest-benchmark's `extra_info` (and so its JSON) carries them."""
+    case = run.case
+    return {
+        "device": case.device, "dtype": case.dtype, "model": case.model, "batch_size": case.batch_size,
+        "mode": case.mode, "profile": case.profile, "compile": case.compile,
+        "parameter_count": run.parameter_count, "config_digest": run.config_digest,
+        "flops_per_step": run.flops_per_step, "samples_per_step": run.samples_per_step,
+        "memory_figure": run.memory_figure, "memory_bytes": run.memory_bytes,
+        "samples_per_s": run.samples_per_s, "tflops_per_s": run.tflops_per_s,
+        "event_median_s": run.event_median_s, "gpu_busy_fraction": run.gpu_busy_fraction,
+        "threads": run.threads,
+        **run.facts,
+    }

@@ -1,0 +1,49 @@
+"""The codec of what a measuring process hands back: a `Run` or a `Failure` as JSON, one object per case.
+
+Worker processes write it, the process that started them reads it, and the selftest keeps runs in it. Derived
+figures (median, samples/s) are not written: they follow from the rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from perfsuite.records import Case, Failure, Outcome, Run
+
+
+def run_to_json(run: Run) -> dict[str, Any]:
+    """`run` as JSON-ready data."""
+    document = asdict(run)
+    document["round_times_s"] = list(run.round_times_s)
+    document["facts"] = dict(run.facts)
+    return document
+
+
+def run_from_json(document: Mapping[str, Any]) -> Run:
+    """The `Run` that `run_to_json` wrote; ValueError or KeyError/TypeError on a document of another shape."""
+    values = dict(document)
+    values["case"] = Case(**values["case"])
+    values["round_times_s"] = tuple(values["round_times_s"])
+    values["facts"] = dict(values.get("facts") or {})
+    return Run(**values)
+
+
+def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+    """An outcome as one JSON object: `{"run": ...}`, `{"failure": ...}` or `{"not_timed": true}`."""
+    if isinstance(outcome, Run):
+        return {"run": run_to_json(outcome)}
+    if isinstance(outcome, Failure):
+        return {"failure": asdict(outcome)}
+    return {"not_timed": True}
+
+
+def outcome_from_json(document: Mapping[str, Any]) -> Outcome:
+    """The outcome `outcome_to_json` wrote."""
+    if "run" in document:
+        return run_from_json(document["run"])
+    if "failure" in document:
+        values = dict(document["failure"])
+        return Failure(**{**values, "case": Case(**values["case"])})
+    return None

@@ -18,6 +18,7 @@ from perfsuite.errors import BadFileError
 from perfsuite.judge.verdicts import Verdict, judge, pooled_machine_spread
 from perfsuite.records import BaselineEntry, Measurement
 from perfsuite.render import summary
+from perfsuite.render.results import render_results_markdown
 from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store import baselines
 from perfsuite.store.baselines import BaselineFile, IncompatibleHistory
@@ -117,6 +118,29 @@ class Gate:
                 )
         self._pending.clear()
         return written, problems
+
+    def verdict_names(self) -> dict[str, str]:
+        """Each judged case's verdict (`unchanged`, `regressed`, ...) by benchmark id, for the results tables."""
+        return {verdict.benchmark_id: verdict.status for verdict in self.verdicts}
+
+    def finish(self, summary_dir: Path, planned_cases: int, interrupted: bool) -> tuple[list[str], bool]:
+        """Record the runs when asked, write the summary files and results.md into `summary_dir`; the lines that say
+        what was written, and whether every recording went through."""
+        written: list[str] = []
+        problems: list[str] = []
+        if self.records:
+            files, problems = self.record()
+            written += [f"recorded {path}" for path in files] + problems
+        written += [f"wrote {path}" for path in self.write_summary(summary_dir)]
+        results_path = summary_dir / "results.md"
+        results_path.write_text(render_results_markdown(self.measurements, self.verdict_names()), encoding="utf-8")
+        written.append(f"wrote {results_path}")
+        if interrupted:
+            written.append(
+                f"interrupted: the files hold the {len(self.measurements)} of {planned_cases} cases measured before "
+                "the stop"
+            )
+        return written, not problems
 
     def write_summary(self, directory: Path) -> list[Path]:
         """The verdicts and errors as summary.json and summary.md in `directory` (for a CI job to post)."""

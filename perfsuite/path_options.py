@@ -8,8 +8,12 @@ such a command line is run again in that spelling. Pure functions; the plugin do
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from perfsuite.errors import UsageError
 
 PATH_OPTIONS = ("--perf-baseline-dir", "--perf-summary-dir")
 
@@ -55,3 +59,18 @@ def refusal(moving: Sequence[tuple[str, str]], rootdir: Path) -> str:
         f"{given}: pytest takes a separate value outside this folder for a test path when it picks its rootdir "
         f"(it picked {rootdir}), which loses [tool.perfsuite] and the baselines; write {written}"
     )
+
+
+def relaunch_if_rootdir_moves(args: Sequence[str], invocation_dir: Path, rootdir: Path) -> None:
+    """Run this pytest again with the path options joined to their values when one would move the rootdir, before
+    anything was collected or written, so both spellings behave alike; called as pytest.main(...) from a program,
+    where the command line is not pytest's to repeat, raise UsageError naming the safe spelling instead."""
+    moving = rootdir_moving_paths(args, invocation_dir)
+    if not moving:
+        return
+    command = relaunch_command(sys.orig_argv, args)
+    if command is None:
+        raise UsageError(refusal(moving, rootdir))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)

@@ -1,5 +1,6 @@
-"""The measuring of one pytest session: its plan, made once the cases are collected, and what each case's outcomes
-make (a measurement, or the failure to report), the same way with one process or K.
+"""One pytest session of benchmarks: its plan, made once the cases are collected, the measuring of each case, what
+its outcomes make (a measurement, or the failure to report, the same way with one process or K), the gate's
+verdicts, and the files and reports at the end.
 
 With one process the pytest process measures each case when its test runs (`perfsuite.run.measure.measure`, with
 pytest-benchmark's fixture). With K, the first case's test measures the whole plan in worker processes
@@ -9,35 +10,82 @@ before it, so the cases every process finished are still judged and recorded at 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from perfsuite.matrix.cases import sweep_key
+from perfsuite.errors import BadFileError
+from perfsuite.gate import Gate
+from perfsuite.judge.verdicts import Verdict
+from perfsuite.matrix.cases import sweep_key, sweep_skip_reason
 from perfsuite.records import Case, Failure, Measurement, Outcome, Run, measurement_of
-from perfsuite.render.progress import process_progress_line
-from perfsuite.run.plan import SessionPlan
+from perfsuite.render import summary
+from perfsuite.render.progress import process_progress_line, progress_line
+from perfsuite.render.results import render_results
+from perfsuite.render.verdicts import verdict_message
+from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
+from perfsuite.settings import Settings
+
+
+class CaseFailed(Exception):
+    """A case's test must fail with this message (a failure to measure, a regression, an unreadable baseline)."""
+
+
+class CaseSkipped(Exception):
+    """A case's test must be skipped with this message (out of memory, impossible here)."""
 
 
 @dataclass
 class Session:
-    """A session's plan and the outcomes so far; `show` writes a line to the terminal while tests run."""
+    """A session's plan, gate and outcomes so far; `show` writes a line to the terminal while tests run."""
 
     plan: SessionPlan
+    gate: Gate
     show: Callable[[str], None] = print
+    benchmarks: int = 0
     outcomes: dict[str, list[Outcome]] | None = None
-    interrupted: bool = False
     judged: set[str] = field(default_factory=set)
     out_of_memory: dict[tuple[str, ...], int] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+    _done: int = 0
 
-    def take(self, case: Case, fixture: Any) -> Measurement | Failure | None:
-        """Measure `case` (or take its outcomes from the processes that measured the plan) and say what they make;
-        a case that ran out of memory ends its sweep for the larger batch sizes."""
+    def run(self, case: Case, fixture: Any) -> Measurement | None:
+        """Measure and judge `case` (None when no round was timed). Raises CaseSkipped or CaseFailed with the message
+        its test shows; a case that ran out of memory ends its sweep for the larger batch sizes."""
+        reason = sweep_skip_reason(case, self.out_of_memory)
+        if reason:
+            raise CaseSkipped(reason)
         result = measurement_of(case, self._outcomes_of(case, fixture))
-        if isinstance(result, Failure) and result.kind == "out-of-memory":
-            self.out_of_memory[sweep_key(case)] = case.batch_size
         self.judged.add(case.benchmark_id)
+        if isinstance(result, Failure):
+            if result.kind == "out-of-memory":
+                self.out_of_memory[sweep_key(case)] = case.batch_size
+            if result.skips:
+                raise CaseSkipped(result.message)
+            self.gate.errors[case.benchmark_id] = result.message
+            raise CaseFailed(result.message + (f"\n{result.details}" if result.details else ""))
+        if result is not None:
+            if not self.plan.in_pytest_process:
+                feed_benchmark(fixture, result)
+            self.judge(result)
         return result
+
+    def judge(self, measurement: Measurement) -> Verdict | None:
+        """Judge one measurement; raises CaseFailed on a regression (unless this session records baselines) and on
+        an unreadable baseline."""
+        from perfsuite.run.measure import warn_of_memory_growth
+
+        any(warn_of_memory_growth(run) for run in measurement.runs)  # one warning per case at most
+        benchmark_id = measurement.case.benchmark_id
+        try:
+            verdict = self.gate.check(measurement)
+        except BadFileError as error:
+            self.gate.errors[benchmark_id] = str(error)
+            raise CaseFailed(f"{benchmark_id}: {error}") from None
+        if verdict is not None and verdict.gate_failed and not self.gate.records:
+            raise CaseFailed(verdict_message(verdict))
+        return verdict
 
     def _outcomes_of(self, case: Case, fixture: Any) -> list[Outcome]:
         from perfsuite.run.measure import measure
@@ -50,9 +98,16 @@ class Session:
             try:
                 self.outcomes = measure_in_processes(self.plan, lambda p: self.show(process_progress_line(p)))
             except Interrupted as stop:
-                self.outcomes, self.interrupted = stop.outcomes, True
+                self.outcomes = stop.outcomes
                 raise KeyboardInterrupt from None
         return self.outcomes.get(case.benchmark_id, [])
+
+    def benchmark_done(self, elapsed_s: float) -> None:
+        """After each benchmark measured in the pytest process, a line with the cases done, the time so far and an
+        estimate of what is left (with K processes the processes' own lines say it instead)."""
+        self._done += 1
+        if self.plan.in_pytest_process:
+            self.show(progress_line(self._done, self.benchmarks, elapsed_s))
 
     def finished_unjudged(self) -> list[Measurement]:
         """The measurements of cases that every process finished but no test took (the session was interrupted):
@@ -66,3 +121,52 @@ class Session:
                 if isinstance(result, Measurement):
                     finished.append(result)
         return finished
+
+    def finish(self, summary_dir: Path, interrupted: bool) -> bool:
+        """Judge what an interrupt left whole, record when asked, write the summary files; whether every recording
+        went through."""
+        for measurement in self.finished_unjudged():
+            try:
+                self.judge(measurement)
+            except CaseFailed:
+                pass  # its verdict is in the summary; no test is left to fail
+        self.written, recorded = self.gate.finish(summary_dir, len(self.plan.cases), interrupted)
+        return recorded
+
+    def report(self) -> list[tuple[str, str]]:
+        """The sections of the terminal report: the results tables and the gate's summary, with the files written."""
+        gate = self.gate
+        if not gate.verdicts and not gate.errors:
+            return []
+        sections = [("perfsuite results", render_results(gate.measurements, gate.verdict_names()))]
+        gate_text = summary.render_terminal(gate.verdicts, gate.errors) + "".join(f"{line}\n" for line in self.written)
+        return sections[: bool(gate.measurements)] + [("perfsuite regression gate", gate_text)]
+
+
+def plan_of(settings: Settings, cases: Sequence[Case], rounds: RoundSettings, project_root: Path) -> SessionPlan:
+    """The plan of a session that measures `cases` as `settings` say, with pytest-benchmark's `rounds`; workers put
+    `project_root` first on their path and find each model where the pytest process found it."""
+    sources = {}
+    if settings.processes > 1:
+        from perfsuite.workloads import get_workload
+        from perfsuite.workloads.sources import workload_sources
+
+        sources = {case.model: workload_sources(get_workload(case.model)) for case in cases}
+    return SessionPlan(
+        tuple(cases), settings.processes, MeasureSettings(settings.warmup_steps, settings.ddp_processes), rounds,
+        settings.isolation, settings.threads, sources, (str(project_root),),
+    )
+
+
+def feed_benchmark(benchmark: Any, measurement: Measurement) -> None:
+    """Give pytest-benchmark's fixture the rounds of every run measured in worker processes, so its table and JSON
+    show them (its statistics then pool the rounds of all processes; the per-run medians are in extra_info)."""
+    from perfsuite.run.measure import extra_info
+
+    if getattr(benchmark, "disabled", False) or not hasattr(benchmark, "_make_stats"):
+        return
+    benchmark._mode = "perfsuite processes"
+    stats = benchmark._make_stats(1)
+    for round_time_s in measurement.round_times_s:
+        stats.update(round_time_s)
+    benchmark.extra_info.update(extra_info(measurement.last))

@@ -31,7 +31,6 @@ from perfsuite.matrix.mps_support import (
 
 FACTS_VERSION = 1
 DEVICES = ("cpu", "mps", "cuda")
-STATUSES = ("ok", "warning", "problem")
 
 MIN_PYTHON = (3, 10)
 MIN_TORCH = (2, 0)

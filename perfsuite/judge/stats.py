@@ -238,7 +238,7 @@ def compare_runs(
     counts = {"current_runs": int(current.size), "baseline_runs": int(baseline.size), "baseline_sessions": sessions}
     band_log = math.log1p(tolerance)
     noise = None if spread is None else _noise_log(spread, sessions, _quantiles(spread, config))
-    needed = _processes_needed(noise, int(baseline.size), tolerance, config)
+    needed = processes_needed(spread, int(baseline.size), sessions, tolerance, config)
     if spread is None or noise is None or smallest_p_value(current.size, baseline.size) >= config.false_alarm_rate:
         # Only a change beyond the factor (x2) is called, and where the spread is known, only beyond what the
         # noise explains too: with 4 busy processes beside it one ResNet18 run in three was over x2 slower.
@@ -291,15 +291,7 @@ def processes_needed(
     `baseline_runs` runs, when the noise floor (which no process count lowers: a session counts as one draw)
     lies under the band; None when it does not, when the spread is unknown, or when no K up to
     MAX_SUGGESTED_PROCESSES can reach the rate (then the baseline needs more runs)."""
-    noise = None if spread is None else _noise_log(spread, baseline_sessions, _quantiles(spread, config))
-    return _processes_needed(noise, baseline_runs, tolerance, config)
-
-
-def _processes_needed(
-    noise: tuple[float, float] | None, baseline_runs: int, tolerance: float, config: DecisionConfig
-) -> int | None:
-    """`processes_needed` from the noise's (alarm, floor) log levels, None when the spread is unknown."""
-    if noise is None or noise[1] > math.log1p(tolerance):
+    if spread is None or _noise_log(spread, baseline_sessions, _quantiles(spread, config))[1] > math.log1p(tolerance):
         return None
     # The smallest p, 1 / C(n + K, K), is symmetric in the two counts: the fewest processes against n baseline
     # runs are the fewest baseline runs against n processes.

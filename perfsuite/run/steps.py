@@ -28,6 +28,8 @@ from perfsuite.workloads import Workload
 from perfsuite.workloads.random_weights import materialize_random_weights
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# The seed of a case's weights, inputs and targets.
+CASE_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,9 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
     if case.mode == "train-ddp":
         raise ValueError(f"{case.benchmark_id}: train-ddp is prepared by perfsuite.run.ddp.rank0.prepare_ddp_case")
     channels_last = case.mode.endswith("-channels-last")
-    module = materialize_random_weights(workload.build_module(case.profile), case.device)
+    # The same weights and inputs in every process (and on both sides of an A/B comparison): seeded once here.
+    torch.manual_seed(CASE_SEED)
+    module = materialize_random_weights(workload.build_module(case.profile), case.device, seed=CASE_SEED)
     inputs = to_device(workload.make_inputs(case.profile, case.batch_size), case.device, channels_last)
     # Before checkpointing: a wrapper (resnet18's CheckpointedStage) renames parameters, not the config.
     digest = config_digest(workload.name, module, inputs, case.compile)

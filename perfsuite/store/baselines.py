@@ -27,7 +27,7 @@ from perfsuite.errors import REBASELINE_COMMAND, BadFileError
 from perfsuite.matrix.axes import COMPILE_MODES, DEVICES, EAGER
 from perfsuite.records import BaselineEntry, Case, Measurement, StoredRun, is_finite_positive
 from perfsuite.run.devices import backend
-from perfsuite.store.jsonfile import parse_json_text, read_json_file
+from perfsuite.store.jsonfile import read_json_file
 
 SCHEMA = "perfsuite-baseline"
 SCHEMA_VERSION = 2
@@ -368,11 +368,6 @@ def baseline_from_json(document: Any, path: Path | str) -> BaselineFile:
     except _Problem as problem:
         raise BadFileError(path, str(problem), remedy) from None
     return BaselineFile(device=device, entries=parsed, schema_version=version)
-
-
-def parse_baseline(text: str, path: Path | str) -> BaselineFile:
-    """Validate and parse the text of a baseline file; `path` only names the file in errors."""
-    return baseline_from_json(parse_json_text(text, path, _remedy(path)), path)
 
 
 def load_baseline(path: Path | str) -> BaselineFile | None:

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from perfsuite.matrix.cases import UsageError
-from perfsuite.plugin import matrix_options
+from perfsuite.plugin import session_settings
 from perfsuite.run import devices
 from perfsuite.run.dataloading import (
     LOADER_SIZES,
@@ -27,7 +27,7 @@ from perfsuite.run.dataloading import (
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "loader_case" not in metafunc.fixturenames:
         return
-    options = matrix_options(metafunc.config)
+    options = session_settings(metafunc.config).matrix
     try:
         worker_counts = parse_worker_counts(os.environ.get(WORKERS_ENV))
     except UsageError as error:
@@ -46,7 +46,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def image_datasets(request, tmp_path_factory):
     """The same random images in memory and as a memmap file, at the session's profile size."""
-    size = LOADER_SIZES[matrix_options(request.config).profile]
+    size = LOADER_SIZES[session_settings(request.config).matrix.profile]
     return make_image_datasets(size, tmp_path_factory.mktemp("dataloader"))
 
 

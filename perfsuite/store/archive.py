@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import secrets
@@ -40,7 +41,7 @@ SESSION_KINDS = ("update", "rebaseline")
 # The statuses of perfsuite.judge.verdicts.VERDICT_STATUSES (a test keeps the two equal; the store may not import
 # the judge).
 VERDICT_STATUSES = ("regressed", "improved", "unchanged", "uncalibrated", "no-baseline", "incompatible")
-RECORDED_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 FILE_STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 NO_COMMIT = "nocommit"
 # A device or machine name becomes a folder name: no separators, no leading dot.
@@ -146,8 +147,11 @@ class ArchivedSession:
 
 
 def _parse_recorded_at(text: str) -> datetime:
+    # A pattern and fromisoformat rather than strptime, which costs more than the rest of reading a run.
     try:
-        return datetime.strptime(text, RECORDED_AT_FORMAT)
+        if not _RECORDED_AT.fullmatch(text):
+            raise ValueError
+        return datetime.fromisoformat(text[:-1])
     except (TypeError, ValueError):
         raise ValueError(f"recorded_at {text!r} is not a UTC time written YYYY-MM-DDTHH:MM:SSZ") from None
 
@@ -252,7 +256,7 @@ def _runs_of(document: Mapping[str, Any], commit: str | None, where: str) -> tup
         if not isinstance(run, dict):
             raise _Problem(f"{run_where} is not an object")
         times = _field(run, "round_times_s", "list", run_where)
-        if not times or len(times) > MAX_ARCHIVED_ROUNDS or not all(is_finite_positive(t) for t in times):
+        if not times or len(times) > MAX_ARCHIVED_ROUNDS or not _finite_positive_times(times):
             raise _Problem(
                 f"{run_where}: 'round_times_s' must list 1 to {MAX_ARCHIVED_ROUNDS} finite times > 0 seconds"
             )
@@ -270,11 +274,17 @@ def _runs_of(document: Mapping[str, Any], commit: str | None, where: str) -> tup
         except ValueError as error:
             raise _Problem(f"{run_where}: {error}") from None
         parsed.append(StoredRun(
-            median_s=float(median), rounds=rounds, round_times_s=tuple(float(t) for t in times),
+            median_s=float(median), rounds=rounds, round_times_s=tuple(map(float, times)),
             memory_bytes=_field(run, "memory_bytes", "count", run_where, nullable=True),
             recorded_at=recorded_at, commit=commit,
         ))
     return tuple(parsed)
+
+
+def _finite_positive_times(times: list[Any]) -> bool:
+    """Whether every item is a number (not a bool) of seconds, finite and > 0; checked a list at a time, since an
+    archive holds millions of round times (JSON has no NaN, but a literal like 1e999 reads as infinity)."""
+    return set(map(type, times)) <= {float, int} and min(times) > 0 and max(times) < math.inf
 
 
 def _optional_number(document: Mapping[str, Any], name: str, where: str) -> float | None:
@@ -331,7 +341,7 @@ def session_from_json(document: Any, path: Path | str) -> ArchivedSession:
         found = document.get("schema") if isinstance(document, dict) else None
         raise BadFileError(
             path, f"is not a perfsuite archive file (its \"schema\" is {found!r}, not {SCHEMA!r})",
-            f"Move it out of the archive folder, which holds only files written by perfsuite. {remedy}",
+            "Move it out of the archive folder, which holds only the files perfsuite writes there.",
         )
     version = document.get("schema_version")
     if isinstance(version, bool) or version != SCHEMA_VERSION:
@@ -475,7 +485,9 @@ def write_session(archive_dir: Path | str, session: ArchivedSession) -> Path:
     """
     folder = Path(archive_dir) / session.device / session.machine_slug
     folder.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(session_to_json(session), indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    # Compact: a session file is written once and read by programs (`python -m json.tool FILE` shows it indented).
+    text = json.dumps(session_to_json(session), separators=(",", ":"), sort_keys=True, ensure_ascii=False,
+                      allow_nan=False)
     descriptor, temporary_name = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:

@@ -100,8 +100,9 @@ class HistoryPlotter:
         session_medians = np.array([s.median_s for s in sessions]) / scale
         memory = np.array([np.nan if r.memory_bytes is None else r.memory_bytes / 2**20 for r in runs])
         has_memory = bool(np.isfinite(memory).any())
-        # A run's tick is two thirds as wide as the space between the runs of a session (they spread over 0.6).
-        tick = 0.2 / max(1, max(len(s.runs) for s in sessions) - 1)
+        # A run's tick: at most two thirds of the space between the runs of a session (they spread over 0.6), and
+        # short beside a session's width when there are few.
+        tick = min(0.06, 0.2 / max(1, max(len(s.runs) for s in sessions) - 1))
         with _svg_style():
             layout = self._layouts.get(has_memory) or self._layouts.setdefault(has_memory, _Layout(has_memory))
             layout.clear_marks()
@@ -139,8 +140,8 @@ class _Layout:
             self.memory_axes: Axes | None = memory_axes
         else:
             self.axes, self.memory_axes = self.figure.subplots(), None
-        (self.spread,) = self.axes.plot([], [], color=SPREAD_COLOUR, linewidth=1.2)
-        (self.runs,) = self.axes.plot([], [], color=RUN_COLOUR, linewidth=1.6)
+        (self.spread,) = self.axes.plot([], [], color=SPREAD_COLOUR, linewidth=1.4)
+        (self.runs,) = self.axes.plot([], [], color=RUN_COLOUR, linewidth=2.2)
         (self.sessions,) = self.axes.plot([], [], color=SESSION_COLOUR, linewidth=0.8, alpha=0.6)
         self.axes.grid(axis="y", color="#e5e5e5", linewidth=0.6)
         self.memory: Line2D | None = None
@@ -179,7 +180,8 @@ def _draw_marks(axes: Axes, found_marks: Sequence[Mark], session_medians: np.nda
         if count >= len(lines) - MAX_LABELS:
             drawn.append(axes.annotate(
                 ", ".join(m.label for m in together), (index - 0.5, 1.0), xycoords=("data", "axes fraction"),
-                rotation=90, va="top", ha="right", fontsize=6.5, color=colour))
+                rotation=90, va="top", ha="right", fontsize=6.5, color=colour,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.5}))
     verdicts = [m for m in found_marks if m.kind in VERDICT_MARKS]
     for kind, (symbol, colour) in VERDICT_MARKS.items():
         indices = [m.index for m in verdicts if m.kind == kind]

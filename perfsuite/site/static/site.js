@@ -16,10 +16,11 @@
   function readFragment() {
     var params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
     selects.forEach(function (select) {
-      var wanted = params.get(select.getAttribute("data-filter"));
-      if (wanted !== null && Array.prototype.some.call(select.options, function (o) { return o.value === wanted; })) {
-        select.value = wanted;
-      }
+      var wanted = params.get(select.getAttribute("data-filter")) || "";
+      var known = Array.prototype.some.call(select.options, function (option) {
+        return option.value === wanted;
+      });
+      select.value = known ? wanted : "";
     });
   }
 
@@ -106,6 +107,10 @@
     select.addEventListener("change", function () {
       applyFilters(true);
     });
+  });
+  window.addEventListener("hashchange", function () {
+    readFragment();
+    applyFilters(false);
   });
   readFragment();
   applyFilters(false);

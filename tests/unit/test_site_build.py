@@ -171,3 +171,17 @@ def test_the_command_says_when_there_is_nothing_to_show(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["site", str(tmp_path / "empty"), "-o", str(tmp_path / "site")]) == 2
     assert "no case history in" in capsys.readouterr().err
+
+
+def test_the_index_weighs_the_same_per_case_however_long_the_histories(tmp_path):
+    # 200 cases must fit in 2 MB: 10 KB a row, whatever the run count (the sparkline keeps the newest 60 runs).
+    machines = (("mps", "ci-m2-max"), ("cuda", "nvidia-h200"))
+    short = SyntheticPlan(machines, cases_per_machine=3, sessions=4, rounds=10)
+    long = SyntheticPlan(machines, cases_per_machine=3, sessions=30, rounds=10)
+    sizes = []
+    for name, plan in (("short", short), ("long", long)):
+        write_synthetic_archive(tmp_path / name / "archive", plan)
+        sizes.append(build_site([tmp_path / name / "archive"], tmp_path / f"{name}-site").index_bytes)
+    cases = len(long.machines) * long.cases_per_machine
+    assert sizes[1] / cases < 10_000
+    assert sizes[1] - sizes[0] < 700 * cases

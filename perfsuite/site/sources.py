@@ -73,6 +73,10 @@ def read_sources(inputs: Sequence[Path]) -> Sources:
         if MOVED_ASIDE.search(path.name):
             skipped.append(SkippedFile(path, "a bad baseline that --perf-rebaseline moved aside"))
             return
+        if not path.is_file():
+            # Reading a pipe or a device would never end.
+            problems.append(FileProblem(path, "is not a regular file (a device, a pipe or a broken link)", remedy))
+            return
         try:
             document = read_json_file(path, remedy)
         except BadFileError as error:

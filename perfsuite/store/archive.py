@@ -439,6 +439,12 @@ def read_archive(archive_dir: Path | str) -> ArchiveReading:
                 ))
             # Other hidden files (.DS_Store, .gitkeep) belong to tools, not to the archive.
             continue
+        if not path.is_file():
+            problems.append(FileProblem(
+                path, "is not a regular file (a device, a pipe, a socket or a broken link)",
+                "Remove it from the archive folder.",
+            ))
+            continue
         if len(relative.parts) != 3 or path.suffix != ".json":
             problems.append(FileProblem(
                 path, "is not where archive files lie (<device>/<machine>/<name>.json under the archive folder)",

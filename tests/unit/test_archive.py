@@ -214,3 +214,12 @@ def test_the_archive_imports_only_records_errors_and_the_json_reader():
 def test_a_written_file_is_readable_by_everyone(tmp_path):
     path = write_session(tmp_path, session())
     assert os.stat(path).st_mode & 0o777 == 0o644
+
+
+def test_a_link_to_a_device_in_the_archive_is_reported_not_read(tmp_path):
+    write_session(tmp_path, session())
+    (tmp_path / "cuda" / "nvidia-h200" / "20261202T160316Z-3d7a4eb-ffffff.json").symlink_to("/dev/zero")
+    reading = read_archive(tmp_path)
+    assert len(reading.sessions) == 1
+    assert [p.problem for p in reading.problems] == [
+        "is not a regular file (a device, a pipe, a socket or a broken link)"]

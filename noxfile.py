@@ -97,6 +97,13 @@ def compare(session: nox.Session) -> None:
 
 
 @nox.session
+def site(session: nox.Session) -> None:
+    """A static site of every case's runs over time, from baselines/ (and its archive) into out/site/; e.g.
+    `nox -s site -- baselines/ ci-macs/baselines/ -o out/site`."""
+    run(session, "perfsuite", "site", *session.posargs)
+
+
+@nox.session
 def baseline(session: nox.Session) -> None:
     """Append 3 fresh processes' runs of the cases run to this machine's baseline histories (run it 3 times for a
     history the gate can judge with 3 processes); extra args go to pytest."""

@@ -22,6 +22,7 @@ COMMANDS = {
     "compare": "compare two result sets case by case: time ratio, memory, one-sided rows",
     "selftest": "measure timing accuracy, harness overhead and the gate's false-alarm and detection rates; "
     "--report renders docs/measurement-quality.md",
+    "site": "a static site of every case's runs over time, the comparison with CUDA and A/B results",
 }
 
 

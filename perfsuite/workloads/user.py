@@ -23,12 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import UsageError
+from perfsuite.settings import read_pyproject
 from perfsuite.workloads import Workload, register_workload
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 ENTRY_POINT_GROUP = "perfsuite.workloads"
 
@@ -54,13 +50,9 @@ def load_installed_workloads() -> None:
 
 def pytest_ini_options(pyproject: Path) -> dict[str, list[str]]:
     """`testpaths` and `pythonpath` of pyproject.toml's [tool.pytest.ini_options] (or pytest 9's [tool.pytest]),
-    each a list of texts; absent ones are empty lists. A file that is not valid TOML is a UsageError."""
-    if not pyproject.is_file():
-        return {"testpaths": [], "pythonpath": []}
-    try:
-        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise UsageError(f"{pyproject}: not valid TOML ({error}); fix the file") from None
+    each a list of texts; absent ones are empty lists. A file that cannot be read or is not valid TOML is a
+    UsageError."""
+    document = read_pyproject(pyproject)
     pytest_table = document.get("tool", {}).get("pytest", {})
     table = pytest_table.get("ini_options", pytest_table) if isinstance(pytest_table, dict) else {}
     return {key: _texts(table.get(key)) for key in ("testpaths", "pythonpath")}

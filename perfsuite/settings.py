@@ -210,7 +210,8 @@ def validate_settings(
         machine=_machine_name(raw.machine, where("machine")),
         baseline_dir=_path_text(raw.baseline_dir, where("baseline_dir"), DEFAULT_BASELINE_DIR),
         summary_dir=_writable_folder(
-            _path_text(raw.summary_dir, where("summary_dir"), DEFAULT_SUMMARY_DIR), where("summary_dir"), project_root
+            _path_text(raw.summary_dir, where("summary_dir"), DEFAULT_SUMMARY_DIR), where("summary_dir"), project_root,
+            chosen=raw.summary_dir is not None,
         ),
         cli_tolerance=_cli_tolerance(raw.tolerance, where("tolerance")),
         cli_memory_tolerance=_cli_tolerance(raw.memory_tolerance, where("memory_tolerance")),
@@ -274,10 +275,14 @@ def _path_text(raw: Any, where: str, default: str) -> str:
     return raw.strip()
 
 
-def _writable_folder(text: str, where: str, project_root: Path) -> str:
-    """`text` when it names a folder perfsuite can write files into, or one it can make (not made here)."""
+def _writable_folder(text: str, where: str, project_root: Path, chosen: bool) -> str:
+    """`text` when it names a folder perfsuite can write files into, or one it can make (not made here). Where the
+    folder was not `chosen` (the default), only a file in its place is an error: a session that measures nothing
+    writes no summary, and a read-only checkout must still run its tests."""
     folder = project_root / text
-    if os.path.lexists(folder):
+    if not chosen:
+        problem = _folder_problem(folder) if os.path.lexists(folder) and not folder.is_dir() else None
+    elif os.path.lexists(folder):
         problem = _folder_problem(folder)
     else:
         ancestor = folder.parent
@@ -286,7 +291,7 @@ def _writable_folder(text: str, where: str, project_root: Path) -> str:
         problem = _folder_problem(ancestor)
         problem = None if problem is None else f"cannot be made: {ancestor} {problem}"
     if problem is not None:
-        raise UsageError(f"{where}: {text!r} {problem}; name a folder perfsuite can write, e.g. {DEFAULT_SUMMARY_DIR}")
+        raise UsageError(f"{where}: {text!r} {problem}; name a folder perfsuite can write into, or clear the way")
     return text
 
 

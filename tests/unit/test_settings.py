@@ -200,6 +200,20 @@ def test_a_summary_dir_in_a_read_only_folder_is_a_usage_error(tmp_path):
         load(tmp_path, cli=RawSettings(summary_dir="locked/summary"))
 
 
+def test_the_default_summary_dir_of_a_read_only_project_is_not_an_error(tmp_path, monkeypatch):
+    # A session that measures nothing writes no summary, so a read-only checkout must still run its tests.
+    from perfsuite import settings
+
+    monkeypatch.setattr(settings.os, "access", lambda path, mode: False)
+    assert load(tmp_path).summary_dir == ".perfsuite"
+
+
+def test_a_default_summary_dir_that_is_a_file_is_an_error(tmp_path):
+    (tmp_path / ".perfsuite").write_text("x")
+    with pytest.raises(UsageError, match=r"^--perf-summary-dir: '\.perfsuite' is a file, not a folder"):
+        load(tmp_path)
+
+
 def test_a_summary_dir_that_does_not_exist_yet_is_accepted_and_not_made(tmp_path):
     assert load(tmp_path, cli=RawSettings(summary_dir="new/summary")).summary_dir == "new/summary"
     assert not (tmp_path / "new").exists()

@@ -27,7 +27,7 @@ from perfsuite.errors import BadFileError
 from perfsuite.judge.verdicts import REBASELINE_COMMAND
 from perfsuite.matrix.axes import COMPILE_MODES, EAGER
 from perfsuite.records import MIN_ROUND_TIME_S, BaselineEntry, Case, StoredRun, is_finite_positive
-from perfsuite.store.files import special_file_kind, write_text_atomically
+from perfsuite.store.files import refuse_special_file, special_file_kind, write_text_atomically
 from perfsuite.store.jsonfile import MAX_JSON_INTEGER, parse_json_text, read_json_file
 
 SCHEMA = "perfsuite-baseline"
@@ -525,6 +525,7 @@ def record_runs(
     raises BadFileError and is left as it is; an entry whose history is incompatible raises
     IncompatibleHistory, and nothing is written.
     """
+    refuse_special_file(path, _remedy(path))  # named as given, before the symlink is followed
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):

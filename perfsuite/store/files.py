@@ -37,16 +37,9 @@ def write_text_atomically(path: Path | str, text: str) -> Path:
     folder cannot be made or written (read-only, disk full). On any failure the old file is untouched and no
     temporary file is left.
     """
-    given = Path(path)
-    target = Path(os.path.realpath(given))
+    target = Path(os.path.realpath(path))
     data = text.encode("utf-8")
-    try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        mode = stat.S_IFREG | NEW_FILE_MODE
-    kind = special_file_kind(mode)
-    if kind is not None:
-        raise BadFileError(given, f"is {kind}{_resolved(given)}, not a regular file", WRITE_REMEDY)
+    mode = refuse_special_file(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -63,6 +56,20 @@ def write_text_atomically(path: Path | str, text: str) -> Path:
         raise
     fsync_folder(target.parent)
     return target
+
+
+def refuse_special_file(path: Path | str, remedy: str = WRITE_REMEDY) -> int:
+    """The mode of the regular file at `path` (after symlinks), or 0644 for a regular file when nothing is there;
+    BadFileError naming `path` (and a symlink's target), the problem and `remedy` when it is a folder, device, FIFO
+    or other special file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return stat.S_IFREG | NEW_FILE_MODE
+    kind = special_file_kind(mode)
+    if kind is not None:
+        raise BadFileError(path, f"is {kind}{_resolved(Path(path))}, not a regular file", remedy)
+    return mode
 
 
 def fsync_folder(folder: Path) -> None:

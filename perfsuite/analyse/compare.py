@@ -118,7 +118,8 @@ class Comparison:
 def read_result_set(path: Path) -> ResultSet:
     """Read a result set from a file, or from a folder holding result files (every *.json below it)."""
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*.json") if p.is_file())
+        # Every *.json but folders: a FIFO or device among them is refused by the reader, not skipped silently.
+        files = sorted(p for p in path.rglob("*.json") if not p.is_dir())
         if not files:
             raise CompareError(f"{path}: the folder holds no .json result files; {_WHAT_TO_PASS}")
         return merge_result_sets([_read_file(f) for f in files], name=str(path))

@@ -716,3 +716,10 @@ def test_a_result_file_with_a_duplicate_key_is_refused_naming_it(tmp_path):
     path.write_text('{"benchmarks": [], "machine_info": {}, "benchmarks": []}', encoding="utf-8")
     with pytest.raises(CompareError, match=r"run\.json: holds the key 'benchmarks' twice in the top-level object"):
         read_result_set(path)
+
+
+def test_a_fifo_among_a_folders_result_files_is_refused_not_skipped(tmp_path):
+    shutil.copy(FIXTURES / "baseline-cuda.json", tmp_path / "one.json")
+    os.mkfifo(tmp_path / "two.json")
+    with fails_after(5), pytest.raises(CompareError, match=r"two\.json: is a FIFO \(named pipe\), not a regular file"):
+        read_result_set(tmp_path)

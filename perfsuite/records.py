@@ -20,6 +20,9 @@ from typing import Literal, Protocol, TypedDict
 
 import numpy as np
 
+# The shortest round a timer can honestly report: a shorter (or subnormal) time is a timing failure, and it would
+# make samples/s overflow to infinity.
+MIN_ROUND_TIME_S = 1e-9
 # A figure recorded beside the times (extra_info in pytest-benchmark's JSON): JSON scalars only.
 Fact = str | int | float | bool | None
 # The band of a case when none is configured: the smallest change in time, or in memory, that matters (10%).
@@ -69,7 +72,7 @@ def check_band(fraction: float, what: str) -> None:
 
 
 def check_round_times(round_times_s: Sequence[float] | np.ndarray, where: str) -> None:
-    """Raise ValueError unless `round_times_s` is non-empty and every time is a finite number of seconds > 0.
+    """Raise ValueError unless `round_times_s` is non-empty and every time is finite and >= MIN_ROUND_TIME_S seconds.
 
     `where` names the benchmark (and the side: current, baseline) for the message.
     """
@@ -79,12 +82,12 @@ def check_round_times(round_times_s: Sequence[float] | np.ndarray, where: str) -
         raise ValueError(f"{where}: round times must be numbers of seconds, got {round_times_s!r:.80}") from None
     if values.size == 0:
         raise ValueError(f"{where}: no timed rounds; a benchmark needs at least one round to be judged")
-    bad = values[~(np.isfinite(values) & (values > 0))]
+    bad = values[~(np.isfinite(values) & (values >= MIN_ROUND_TIME_S))]
     if bad.size:
         raise ValueError(
-            f"{where}: round times must be finite and > 0 seconds, got {bad[:3].tolist()!r}"
-            f"{' and more' if bad.size > 3 else ''}; a zero or NaN time means the timer or the device "
-            "synchronisation failed, so this result cannot be judged: re-run the benchmark"
+            f"{where}: round times must be finite and at least 1 ns ({MIN_ROUND_TIME_S:g} s), got "
+            f"{bad[:3].tolist()!r}{' and more' if bad.size > 3 else ''}; a zero, NaN or sub-nanosecond time means the "
+            "timer or the device synchronisation failed, so this result cannot be judged: re-run the benchmark"
         )
 
 

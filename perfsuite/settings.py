@@ -7,13 +7,14 @@ flag, or pyproject.toml and its key. Nothing here imports torch.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from perfsuite.errors import UsageError
+from perfsuite.errors import BadFileError, UsageError
 from perfsuite.matrix.axes import (
     ACCELERATOR_DEFAULT_PROFILE,
     ALL_MODES,
@@ -30,6 +31,8 @@ from perfsuite.matrix.axes import (
 from perfsuite.matrix.cases import MatrixOptions, parse_batch_sizes, parse_benchmark_id, parse_names
 from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, check_band
 from perfsuite.run.plan import ISOLATIONS, Isolation
+from perfsuite.store.baselines import MAX_MACHINE_NAME_BYTES
+from perfsuite.store.files import read_text_capped, special_file_kind
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,6 +40,11 @@ else:
     import tomli as tomllib
 
 DEFAULT_WARMUP_STEPS = 3
+# Bounds that catch a typo (an extra zero or three) before hours of measuring: each process is a fresh Python
+# that imports torch, and each warm-up step is a full training step.
+MAX_PROCESSES = 1000
+MAX_WARMUP_STEPS = 100_000
+MAX_PYPROJECT_BYTES = 16 * 2**20  # a pyproject.toml is a few kB; more is a wrong file
 DEFAULT_BASELINE_DIR = "baselines"
 DEFAULT_SUMMARY_DIR = ".perfsuite"
 
@@ -165,15 +173,25 @@ class Settings:
         return self.update_baseline or self.rebaseline
 
 
-def read_pyproject_table(pyproject: Path) -> dict[str, Any]:
-    """The `[tool.perfsuite]` table of `pyproject`, or {} when the file or table is absent."""
-    if not pyproject.is_file():
+def read_pyproject(pyproject: Path) -> dict[str, Any]:
+    """The TOML document of `pyproject`, or {} when it does not exist. A file that cannot be used (not a regular
+    file, over MAX_PYPROJECT_BYTES, not UTF-8, not TOML) is a UsageError naming it."""
+    remedy = "Fix the file, or run from a folder without it"
+    try:
+        text = read_text_capped(pyproject, MAX_PYPROJECT_BYTES, remedy, missing_ok=True)
+    except BadFileError as error:
+        raise UsageError(str(error)) from None
+    if text is None:
         return {}
     try:
-        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise UsageError(f"{pyproject}: not valid TOML ({error}); fix the file or remove [tool.perfsuite]") from None
-    table = document.get("tool", {}).get("perfsuite", {})
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise UsageError(f"{pyproject}: not valid TOML ({error}); fix the file") from None
+
+
+def read_pyproject_table(pyproject: Path) -> dict[str, Any]:
+    """The `[tool.perfsuite]` table of `pyproject`, or {} when the file or table is absent."""
+    table = read_pyproject(pyproject).get("tool", {}).get("perfsuite", {})
     if not isinstance(table, dict):
         raise UsageError(f"{pyproject}: [tool.perfsuite] must be a table")
     return table
@@ -220,13 +238,18 @@ def load_settings(
     """The session's validated settings from the command line and `pyproject`'s [tool.perfsuite];
     `flag_prefix` is how the command line spells the options (`--perf-` in pytest, `--` in `perfsuite list`)."""
     raw, origins = merge_settings(cli, read_pyproject_table(pyproject), str(pyproject), flag_prefix)
-    return validate_settings(raw, origins, workload_names, available_devices)
+    return validate_settings(raw, origins, workload_names, available_devices, project_root=pyproject.parent)
 
 
 def validate_settings(
-    raw: RawSettings, origins: Mapping[str, str], workload_names: Sequence[str], available_devices: Sequence[str]
+    raw: RawSettings,
+    origins: Mapping[str, str],
+    workload_names: Sequence[str],
+    available_devices: Sequence[str],
+    project_root: Path = Path("."),
 ) -> Settings:
-    """Validate merged raw values; `origins` names where each came from in errors."""
+    """Validate merged raw values; `origins` names where each came from in errors. Relative paths are checked
+    against `project_root` (where the session writes them), so nothing is measured before a bad one is found."""
 
     def where(name: str) -> str:
         return origins.get(name, f"--perf-{name.replace('_', '-')}")
@@ -250,13 +273,18 @@ def validate_settings(
     )
     return Settings(
         matrix=matrix,
-        warmup_steps=_count(raw.warmup, where("warmup"), minimum=0, default=DEFAULT_WARMUP_STEPS),
-        processes=_count(raw.processes, where("processes"), minimum=1, default=1),
+        warmup_steps=_count(
+            raw.warmup, where("warmup"), minimum=0, default=DEFAULT_WARMUP_STEPS, maximum=MAX_WARMUP_STEPS
+        ),
+        processes=_count(raw.processes, where("processes"), minimum=1, default=1, maximum=MAX_PROCESSES),
         threads=_count(raw.threads, where("threads"), minimum=1, default=None),
         ddp_processes=_count(raw.ddp_processes, where("ddp_processes"), minimum=1, default=None),
         machine=_machine_name(raw.machine, where("machine")),
         baseline_dir=_path_text(raw.baseline_dir, where("baseline_dir"), DEFAULT_BASELINE_DIR),
-        summary_dir=_path_text(raw.summary_dir, where("summary_dir"), DEFAULT_SUMMARY_DIR),
+        summary_dir=_writable_folder(
+            _path_text(raw.summary_dir, where("summary_dir"), DEFAULT_SUMMARY_DIR), where("summary_dir"), project_root,
+            chosen=raw.summary_dir is not None,
+        ),
         cli_tolerance=_cli_tolerance(raw.tolerance, where("tolerance")),
         cli_memory_tolerance=_cli_tolerance(raw.memory_tolerance, where("memory_tolerance")),
         tolerances=_tolerance_table(raw.tolerance, where("tolerance"), workload_names),
@@ -341,8 +369,8 @@ def _one_name(raw: Any, valid: Sequence[str], where: str) -> str:
     return names[0]
 
 
-def _count(raw: Any, where: str, minimum: int, default: _Default) -> int | _Default:
-    """A whole number >= `minimum` from text or a TOML integer; `default` when not given."""
+def _count(raw: Any, where: str, minimum: int, default: _Default, maximum: int | None = None) -> int | _Default:
+    """A whole number in [`minimum`, `maximum`] from text or a TOML integer; `default` when not given."""
     if raw is None:
         return default
     if isinstance(raw, bool) or isinstance(raw, float) or not isinstance(raw, (int, str)):
@@ -353,6 +381,8 @@ def _count(raw: Any, where: str, minimum: int, default: _Default) -> int | _Defa
         raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}") from None
     if value < minimum:
         raise UsageError(f"{where}: {value} is too small; it must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise UsageError(f"{where}: {value} is too large; it must be at most {maximum}")
     return value
 
 
@@ -380,6 +410,12 @@ def _machine_name(raw: Any, where: str) -> str | None:
         raise UsageError(
             f"{where}: {raw!r} is not a machine name; use letters, digits, '-', '_' and '.', e.g. ci-m2-max"
         )
+    size_bytes = len(text.encode("utf-8"))
+    if size_bytes > MAX_MACHINE_NAME_BYTES:
+        raise UsageError(
+            f"{where}: a name of {size_bytes} bytes is too long for a file name; use at most {MAX_MACHINE_NAME_BYTES} "
+            "bytes (the baseline file and the files perfsuite makes beside it must fit in 255)"
+        )
     return text
 
 
@@ -389,6 +425,40 @@ def _path_text(raw: Any, where: str, default: str) -> str:
     if not isinstance(raw, str) or not raw.strip():
         raise UsageError(f"{where}: {raw!r} is not a path")
     return raw.strip()
+
+
+def _writable_folder(text: str, where: str, project_root: Path, chosen: bool) -> str:
+    """`text` when it names a folder perfsuite can write files into, or one it can make (not made here). Where the
+    folder was not `chosen` (the default), only a file in its place is an error: a session that measures nothing
+    writes no summary, and a read-only checkout must still run its tests."""
+    folder = project_root / text
+    if not chosen:
+        problem = _folder_problem(folder) if os.path.lexists(folder) and not folder.is_dir() else None
+    elif os.path.lexists(folder):
+        problem = _folder_problem(folder)
+    else:
+        ancestor = folder.parent
+        while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        problem = _folder_problem(ancestor)
+        problem = None if problem is None else f"cannot be made: {ancestor} {problem}"
+    if problem is not None:
+        raise UsageError(f"{where}: {text!r} {problem}; name a folder perfsuite can write into, or clear the way")
+    return text
+
+
+def _folder_problem(folder: Path) -> str | None:
+    """Why files cannot be written into the existing path `folder`, or None."""
+    try:
+        mode = os.stat(folder).st_mode
+    except OSError as error:  # a symlink to nowhere, or one in a loop
+        return f"cannot be used ({error.strerror})"
+    kind = special_file_kind(mode)
+    if kind != "a folder":
+        return f"is {kind or 'a file'}, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "is a folder that is not writable"
+    return None
 
 
 def _cli_tolerance(raw: Any, where: str) -> float | None:

@@ -37,7 +37,7 @@ from perfsuite.matrix.axes import EAGER, compile_mode_rank
 from perfsuite.records import BaselineEntry
 from perfsuite.store.baselines import SCHEMA as BASELINE_SCHEMA
 from perfsuite.store.baselines import baseline_from_json, machine_slug
-from perfsuite.store.jsonfile import parse_json_text
+from perfsuite.store.jsonfile import parse_json_text, read_json_file
 
 PUBLISHED_SCHEMA = "perfsuite-published-reference"
 PUBLISHED_SCHEMA_VERSION = 1
@@ -118,7 +118,8 @@ class Comparison:
 def read_result_set(path: Path) -> ResultSet:
     """Read a result set from a file, or from a folder holding result files (every *.json below it)."""
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*.json") if p.is_file())
+        # Every *.json but folders: a FIFO or device among them is refused by the reader, not skipped silently.
+        files = sorted(p for p in path.rglob("*.json") if not p.is_dir())
         if not files:
             raise CompareError(f"{path}: the folder holds no .json result files; {_WHAT_TO_PASS}")
         return merge_result_sets([_read_file(f) for f in files], name=str(path))
@@ -128,13 +129,12 @@ def read_result_set(path: Path) -> ResultSet:
 
 
 def _read_file(path: Path) -> ResultSet:
+    # The one reader: a regular file only (never a FIFO or a device), at most its size cap.
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise CompareError(f"{path}: not a UTF-8 text file, so not a result file; {_WHAT_TO_PASS}") from None
-    except OSError as error:
-        raise CompareError(f"{path}: cannot read it ({error.strerror}); check the path and its permissions") from None
-    return parse_result_set(text, str(path))
+        document = read_json_file(path, _WHAT_TO_PASS[0].upper() + _WHAT_TO_PASS[1:])
+    except BadFileError as error:
+        raise CompareError(str(error)) from None
+    return result_set_from_document(document, str(path))
 
 
 def find_newest_run(runs_dir: Path) -> Path | None:

@@ -55,11 +55,12 @@ def selected_models(requested: list[str] | None, registered: list[str], defaults
 def run(args: argparse.Namespace) -> int:
     """Trace, assess and report the selected models; the exit status as documented above."""
     from perfsuite.coverage.check import runtime_check, static_check
+    from perfsuite.settings import read_pyproject
     from perfsuite.workloads import default_model_names, registered_workloads
     from perfsuite.workloads.user import load_project_workloads
 
     try:
-        load_project_workloads(args.pyproject)
+        load_project_workloads(args.pyproject, read_pyproject(args.pyproject))
         workloads = registered_workloads()
         models = selected_models(args.model, list(workloads), default_model_names(workloads))
         allowlist = load_allowlist(args.allowlist or DEFAULT_ALLOWLIST, required=args.allowlist is not None)

@@ -3,7 +3,7 @@ running benchmarks, each problem with its fix.
 
 Gathering is the only impure part and stays thin; the decisions live in `perfsuite.doctor.diagnosis`, which works on
 the plain JSON-able facts, so `--facts FILE.json` diagnoses a machine recorded elsewhere with `--save-facts`.
-Exit status: 0 when the device asked for is usable, 1 when it is not, 2 when the facts file cannot be read.
+Exit status: 0 when the device asked for is usable, 1 when it is not, 2 when the facts file cannot be read or written.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from perfsuite.doctor.diagnosis import (
     report_data,
 )
 from perfsuite.errors import BadFileError
+from perfsuite.store.files import write_text_atomically
 from perfsuite.store.jsonfile import read_json_file
 
 ENVIRONMENT_VARIABLES = ("PYTORCH_ENABLE_MPS_FALLBACK", "CUDA_VISIBLE_DEVICES")
@@ -152,10 +153,9 @@ def load_facts(path: Path) -> dict[str, Any]:
 
 
 def save_facts(facts: dict[str, Any], path: Path) -> None:
-    """Write `facts` to `path` as indented JSON, replacing the file in one step."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n")
-    partial.replace(path)
+    """Write `facts` to `path` as indented JSON in one step (a new file, or a regular file replaced). Raises
+    BadFileError for a folder, device, FIFO or other special file there, OSError when it cannot be written."""
+    write_text_atomically(path, json.dumps(facts, indent=2, sort_keys=True) + "\n")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -170,7 +170,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Diagnose, print the report to stdout, and return the exit status (0 usable, 1 unusable, 2 bad facts)."""
+    """Diagnose, print the report to stdout, and return the exit status (0 usable, 1 unusable, 2 facts that cannot
+    be read or saved)."""
     if args.facts is not None:
         try:
             facts = load_facts(args.facts)
@@ -180,7 +181,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         facts = gather_facts()
         if args.save_facts is not None:
-            save_facts(facts, args.save_facts)
+            try:
+                save_facts(facts, args.save_facts)
+            except BadFileError as error:
+                print(f"perfsuite doctor: {error}", file=sys.stderr)
+                return 2
+            except OSError as error:
+                print(
+                    f"perfsuite doctor: cannot write {args.save_facts} ({error.strerror}); name another file with "
+                    "--save-facts", file=sys.stderr,
+                )
+                return 2
             print(f"perfsuite doctor: facts recorded in {args.save_facts}", file=sys.stderr)
     findings = diagnose(facts)
     if args.format == "json":

@@ -28,11 +28,11 @@ def run(args: argparse.Namespace) -> int:
     """Print the matrix; 0."""
     from perfsuite.matrix.cases import build_matrix, skip_reason
     from perfsuite.run import devices
-    from perfsuite.settings import load_settings
+    from perfsuite.settings import load_settings, read_pyproject
     from perfsuite.workloads import model_facts
     from perfsuite.workloads.user import load_project_workloads
 
-    load_project_workloads(Path(args.pyproject))
+    load_project_workloads(Path(args.pyproject), read_pyproject(Path(args.pyproject)))
     cli = RawSettings(**{key.replace("-", "_"): getattr(args, key.replace("-", "_")) for key in MATRIX_KEYS})
     models = model_facts()
     chosen = load_settings(

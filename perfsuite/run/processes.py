@@ -9,13 +9,16 @@ new process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from perfsuite.records import Case, Failure, Outcome, ProcessProgress
@@ -25,6 +28,7 @@ from perfsuite.run.wire import outcome_from_json
 from perfsuite.run.worker import spec_of
 
 WORKER_TIMEOUT_S = 3600.0
+WORKER_FOLDER_PREFIX = "perfsuite-worker-"
 _OUTPUT_TAIL_CHARACTERS = 1500
 
 
@@ -73,8 +77,8 @@ def run_worker(plan: SessionPlan, batch: Sequence[Case]) -> list[tuple[Case, Out
     results: list[tuple[Case, Outcome]] = []
     todo = list(batch)
     while todo:
-        with tempfile.TemporaryDirectory(prefix="perfsuite-worker-") as folder:
-            spec_path, out_path = Path(folder) / "spec.json", Path(folder) / "out.jsonl"
+        with worker_folder() as folder:
+            spec_path, out_path = folder / "spec.json", folder / "out.jsonl"
             spec_path.write_text(json.dumps(spec_of(plan, todo)), encoding="utf-8")
             completed = subprocess.run(
                 [sys.executable, "-m", "perfsuite.run.worker", str(spec_path), str(out_path)],
@@ -89,3 +93,38 @@ def run_worker(plan: SessionPlan, batch: Sequence[Case]) -> list[tuple[Case, Out
             results.append((todo[0], crashed(todo[0], completed.returncode, tail)))
             todo = todo[1:]
     return results
+
+
+@contextlib.contextmanager
+def worker_folder() -> Iterator[Path]:
+    """A fresh temporary folder for one worker's spec and output, removed when the block ends.
+
+    It is named after this process (`perfsuite-worker-<pid>-<random>`): a session killed -9 runs no clean-up, so
+    before each new folder the folders of processes that are gone are removed.
+    """
+    remove_orphaned_worker_folders(Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix=f"{WORKER_FOLDER_PREFIX}{os.getpid()}-") as folder:
+        yield Path(folder)
+
+
+def remove_orphaned_worker_folders(root: Path) -> None:
+    """Remove this user's worker folders under `root` whose session process no longer exists."""
+    pattern = re.compile(rf"{re.escape(WORKER_FOLDER_PREFIX)}(\d+)-.+")
+    for folder in root.glob(f"{WORKER_FOLDER_PREFIX}*-*"):
+        match = pattern.fullmatch(folder.name)
+        if match is None or _process_exists(int(match[1])):
+            continue
+        with contextlib.suppress(OSError):
+            status = folder.lstat()
+            if folder.is_dir() and not folder.is_symlink() and status.st_uid == os.getuid():
+                shutil.rmtree(folder)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

@@ -7,6 +7,7 @@ one-run histories and only rewritten, as schema 2, when the user records into th
 
 Reading never changes a file. `record_runs` is the only writer: it appends runs to each entry's history
 (keeping the newest `MAX_HISTORY_RUNS`) under a lock, with an atomic replace, so a file is never half-written.
+What it writes it can read back: the text is parsed by the reader before it replaces the old file.
 """
 
 from __future__ import annotations
@@ -15,19 +16,19 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from perfsuite.errors import REBASELINE_COMMAND, BadFileError
 from perfsuite.matrix.axes import COMPILE_MODES, DEVICES, EAGER
-from perfsuite.records import BaselineEntry, Case, Measurement, StoredRun, is_finite_positive
+from perfsuite.records import MIN_ROUND_TIME_S, BaselineEntry, Case, Measurement, StoredRun, is_finite_positive
 from perfsuite.run.devices import backend
-from perfsuite.store.jsonfile import read_json_file
+from perfsuite.store.files import refuse_special_file, special_file_kind, write_text_atomically
+from perfsuite.store.jsonfile import MAX_JSON_INTEGER, parse_json_text, read_json_file
 
 SCHEMA = "perfsuite-baseline"
 SCHEMA_VERSION = 2
@@ -35,6 +36,10 @@ READABLE_SCHEMA_VERSIONS = (1, 2)
 MAX_STORED_ROUNDS = 50
 MAX_HISTORY_RUNS = 20
 STORED_SIGNIFICANT_FIGURES = 4
+NAME_MAX_BYTES = 255  # the longest file name on Linux and macOS file systems
+# The longest file name the store makes from a machine name is a bad file moved aside,
+# `<machine>.bad-YYYYmmddTHHMMSSZ.json`; the lock `.<machine>.json.lock` and temporaries are shorter.
+MAX_MACHINE_NAME_BYTES = NAME_MAX_BYTES - len(".bad-20261203T101010Z.json")
 BAD_BASELINE_REMEDY = (
     f"Restore it from version control (git checkout -- FILE), or move it aside and record afresh with "
     f"`{REBASELINE_COMMAND}` (the bad file is kept beside it with a timestamped name)"
@@ -198,9 +203,14 @@ class _Problem(Exception):
     """What is wrong with one field of a baseline document; becomes a BadFileError naming the file."""
 
 
+def _is_time(value: object) -> bool:
+    """Whether `value` is a number of seconds a round can take: finite and at least MIN_ROUND_TIME_S."""
+    return is_finite_positive(value) and isinstance(value, (int, float)) and value >= MIN_ROUND_TIME_S
+
+
 def _field(document: Mapping[str, Any], name: str, kind: str, where: str, nullable: bool = False) -> Any:
     """One field of `document`, checked: kind is text, count (int >= 0), size (int >= 1), positive (finite number > 0),
-    fraction ([0, 1)), object or list."""
+    time (finite seconds >= MIN_ROUND_TIME_S), fraction ([0, 1)), share ([0, 1]), object or list."""
     if name not in document:
         raise _Problem(f"{where} misses the field {name!r}")
     value = document[name]
@@ -208,22 +218,36 @@ def _field(document: Mapping[str, Any], name: str, kind: str, where: str, nullab
         return None
     checks = {
         "text": lambda v: isinstance(v, str),
-        "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-        "size": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_JSON_INTEGER,
+        "size": lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_JSON_INTEGER,
         "positive": is_finite_positive,
+        "time": _is_time,
         "fraction": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
+        "share": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1,
         "object": lambda v: isinstance(v, dict),
         "list": lambda v: isinstance(v, list),
     }
     if not checks[kind](value):
         expected = {
             "text": "text", "count": "a whole number >= 0", "size": "a whole number >= 1",
-            "positive": "a finite number > 0",
-            "fraction": "a fraction in [0, 1)", "object": "an object", "list": "a list",
+            "positive": "a finite number > 0", "time": f"a finite time >= {MIN_ROUND_TIME_S:g} seconds",
+            "fraction": "a fraction in [0, 1)", "share": "a fraction in [0, 1]", "object": "an object",
+            "list": "a list",
         }[kind]
         null = " or null" if nullable else ""
-        raise _Problem(f"{where}: field {name!r} should be {expected}{null}, got {value!r:.60}")
+        raise _Problem(f"{where}: field {name!r} should be {expected}{null}, got {_shown(value)}")
     return value
+
+
+def _shown(value: Any) -> str:
+    """A field's value for a message: a list or object by its kind and size (printing one nested deep could
+    exceed Python's recursion limit), anything else as written, cut at 60 characters."""
+    if isinstance(value, (list, dict)):
+        size = len(value)
+        kind, unit = ("a list", "item") if isinstance(value, list) else ("an object", "key")
+        return f"{kind} of {size} {unit}{'' if size == 1 else 's'}"
+    beyond = " (beyond 64 bits)" if isinstance(value, int) and value > MAX_JSON_INTEGER else ""
+    return f"{value!r:.60}{beyond}"
 
 
 def _case_of(entry: Mapping[str, Any], benchmark_id: str, device: str) -> Case:
@@ -254,15 +278,20 @@ def _runs_of(entry: Mapping[str, Any], where: str) -> tuple[StoredRun, ...]:
         if not isinstance(run, dict):
             raise _Problem(f"{run_where} is not an object")
         times = _field(run, "round_times_s", "list", run_where)
-        if not times or not all(is_finite_positive(t) for t in times):
-            raise _Problem(f"{run_where}: 'round_times_s' must be a non-empty list of finite times > 0 seconds")
+        if not times or not all(_is_time(t) for t in times):
+            raise _Problem(
+                f"{run_where}: 'round_times_s' must be a non-empty list of finite times >= {MIN_ROUND_TIME_S:g} seconds"
+            )
         rounds = _field(run, "rounds", "count", run_where)
-        median = _field(run, "median_s", "positive", run_where)
+        median = _field(run, "median_s", "time", run_where)
         if rounds < len(times):
             raise _Problem(f"{run_where}: 'rounds' ({rounds}) is smaller than the {len(times)} stored round times")
-        if not min(times) <= median <= max(times):
+        # Only where every round is kept must the median lie among them: the median of every round can lie
+        # outside an evenly spaced subsample of them.
+        if rounds == len(times) and not min(times) <= median <= max(times):
             raise _Problem(
-                f"{run_where}: 'median_s' {median} lies outside its stored rounds [{min(times)}, {max(times)}]"
+                f"{run_where}: 'median_s' {median} lies outside its stored rounds [{min(times)}, {max(times)}], "
+                "which are all its rounds"
             )
         memory = _field(run, "memory_bytes", "count", run_where, nullable=True)
         if memory is not None and memory > 2**50:
@@ -296,14 +325,14 @@ def _entry_v2(entry: Any, benchmark_id: str, device: str) -> BaselineEntry:
     if not all(isinstance(v, str) for v in machine.values()):
         raise _Problem(f"{where}: every value of 'machine' must be text")
     samples = _field(entry, "samples_per_step", "size", where)
-    busy = _field(entry, "gpu_busy_fraction", "positive", where, nullable=True)
+    busy = _field(entry, "gpu_busy_fraction", "share", where, nullable=True)
     return BaselineEntry(
         **shared,
         threads=_field(entry, "threads", "count", where, nullable=True),
         machine=machine,
         samples_per_step=samples,
         flops_per_step=_field(entry, "flops_per_step", "count", where, nullable=True),
-        gpu_busy_fraction=None if busy is None else min(float(busy), 1.0),
+        gpu_busy_fraction=None if busy is None else float(busy),
         runs=_runs_of(entry, where),
     )
 
@@ -311,7 +340,7 @@ def _entry_v2(entry: Any, benchmark_id: str, device: str) -> BaselineEntry:
 def _entry_v1(entry: Any, benchmark_id: str, device: str, machine: Mapping[str, Any]) -> BaselineEntry:
     """A schema-1 entry (one run, the machine once per file) as a one-run history."""
     where, shared = _shared_fields(entry, benchmark_id, device)
-    median = _field(entry, "median_s", "positive", where)
+    median = _field(entry, "median_s", "time", where)
     samples_per_s = _field(entry, "samples_per_s", "positive", where)
     run = {
         "median_s": median, "rounds": _field(entry, "rounds", "count", where),
@@ -341,6 +370,11 @@ def baseline_from_json(document: Any, path: Path | str) -> BaselineFile:
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         raise BadFileError(path, f"is not a perfsuite baseline (its \"schema\" field is not {SCHEMA!r})", remedy)
     version = document.get("schema_version")
+    if isinstance(version, float):
+        raise BadFileError(
+            path, f"has schema_version {version!r}, a decimal number; it must be the integer "
+            f"{' or '.join(map(str, reversed(READABLE_SCHEMA_VERSIONS)))}", remedy,
+        )
     if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
         if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
             raise BadFileError(
@@ -379,27 +413,30 @@ def load_baseline(path: Path | str) -> BaselineFile | None:
 
 # --- writing ------------------------------------------------------------------------------------------------
 
-def write_baseline_file(path: Path | str, baseline: BaselineFile) -> None:
-    """Write `baseline` to `path` atomically: a temporary file in the same folder, fsynced, then renamed over
-    the old one (through a symlink to its target). If anything fails before the rename, the old file is
-    untouched and the temporary file removed. Keys sorted, indent 1, UTF-8."""
-    target = Path(os.path.realpath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
+def baseline_text(baseline: BaselineFile) -> str:
+    """The text of a baseline file: JSON with keys sorted, indent 1, a final newline. Non-ASCII text is kept as
+    it is, except lone surrogates (from undecodable bytes), written as `\\uXXXX` escapes so the file stays UTF-8."""
     text = json.dumps(baseline_to_json(baseline), indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    descriptor, temporary_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text) + "\n"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def write_baseline_file(path: Path | str, baseline: BaselineFile) -> None:
+    """Write `baseline` to `path` atomically through `write_text_atomically` (through a symlink to its target;
+    never over a folder, device or FIFO), after reading the text back with the reader: a baseline the reader
+    would refuse raises BadFileError naming the entry and field, and nothing is written."""
+    text = baseline_text(baseline)
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes the file private (0600); a baseline is shared through version control.
-        os.chmod(temporary_name, target.stat().st_mode & 0o777 if target.exists() else 0o644)
-        os.replace(temporary_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary_name)
-        raise
-    _fsync_directory(target.parent)
+        baseline_from_json(baseline_to_json(baseline), path)  # names the entry and field
+        baseline_from_json(parse_json_text(text, path, _remedy(path)), path)  # and what only the text shows
+    except BadFileError as error:
+        raise BadFileError(
+            path, f"perfsuite would write a baseline it cannot read back ({error.problem}), so nothing was written",
+            "The old file is unchanged; report this with the benchmark id, it is a defect in perfsuite",
+        ) from None
+    write_text_atomically(path, text)
 
 
 def _remove_stale_temporaries(target: Path) -> None:
@@ -408,16 +445,6 @@ def _remove_stale_temporaries(target: Path) -> None:
     for stale in target.parent.glob(f".{target.name}.*.tmp"):
         with contextlib.suppress(OSError):
             stale.unlink()
-
-
-def _fsync_directory(directory: Path) -> None:
-    # The rename is durable only once the directory entry is on disk; some systems cannot open directories.
-    with contextlib.suppress(OSError):
-        descriptor = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
 
 
 @contextlib.contextmanager
@@ -429,7 +456,7 @@ def _locked(path: Path) -> Iterator[None]:
 
     lock_path = path.with_name(f".{path.name}.lock")
     while True:
-        handle = open(lock_path, "a")
+        handle = _open_lock_file(lock_path)
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         except BaseException:
@@ -445,6 +472,20 @@ def _locked(path: Path) -> Iterator[None]:
         finally:
             with contextlib.suppress(OSError):
                 lock_path.unlink()
+
+
+def _open_lock_file(lock_path: Path) -> IO[str]:
+    """The lock sidecar, opened for appending (made if absent). Anything but a regular file in its place is refused;
+    O_NONBLOCK keeps one put there after the check from blocking the open."""
+    with contextlib.suppress(FileNotFoundError):
+        kind = special_file_kind(os.stat(lock_path).st_mode)
+        if kind is not None:
+            raise BadFileError(
+                lock_path, f"is {kind}, not a regular file",
+                "perfsuite makes this lock file while it records; remove what is in its place",
+            )
+    descriptor = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NONBLOCK", 0), 0o644)
+    return os.fdopen(descriptor, "a")
 
 
 def _is_linked_at(descriptor: int, path: Path) -> bool:
@@ -475,6 +516,7 @@ def record_runs(
     raises BadFileError and is left as it is; an entry whose history is incompatible raises
     IncompatibleHistory, and nothing is written.
     """
+    refuse_special_file(path, _remedy(path))  # named as given, before the symlink is followed
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):

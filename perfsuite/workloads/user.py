@@ -17,18 +17,13 @@ import glob
 import importlib
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import UsageError
 from perfsuite.workloads import Workload, register_workload
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 ENTRY_POINT_GROUP = "perfsuite.workloads"
 
@@ -52,15 +47,9 @@ def load_installed_workloads() -> None:
             ) from error
 
 
-def pytest_ini_options(pyproject: Path) -> dict[str, list[str]]:
-    """`testpaths` and `pythonpath` of pyproject.toml's [tool.pytest.ini_options] (or pytest 9's [tool.pytest]),
-    each a list of texts; absent ones are empty lists. A file that is not valid TOML is a UsageError."""
-    if not pyproject.is_file():
-        return {"testpaths": [], "pythonpath": []}
-    try:
-        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise UsageError(f"{pyproject}: not valid TOML ({error}); fix the file") from None
+def pytest_ini_options(document: Mapping[str, Any]) -> dict[str, list[str]]:
+    """`testpaths` and `pythonpath` of a pyproject.toml document's [tool.pytest.ini_options] (or pytest 9's
+    [tool.pytest]), each a list of texts; absent ones are empty lists."""
     pytest_table = document.get("tool", {}).get("pytest", {})
     table = pytest_table.get("ini_options", pytest_table) if isinstance(pytest_table, dict) else {}
     return {key: _texts(table.get(key)) for key in ("testpaths", "pythonpath")}
@@ -86,12 +75,12 @@ def project_conftest_files(rootdir: Path, testpaths: Sequence[str]) -> list[Path
     return files
 
 
-def load_project_workloads(pyproject: Path) -> None:
+def load_project_workloads(pyproject: Path, document: Mapping[str, Any]) -> None:
     """Import the project's conftest.py files as pytest does (see `project_conftest_files`; the rootdir is the
-    folder of `pyproject`, whose `pythonpath` is put on sys.path first), registering the workloads they declare.
-    A file that fails to import is a UsageError naming the file and the line."""
+    folder of `pyproject`, whose `pythonpath` in the parsed `document` is put on sys.path first), registering the
+    workloads they declare. A file that fails to import is a UsageError naming the file and the line."""
     rootdir = pyproject.resolve().parent
-    options = pytest_ini_options(pyproject)
+    options = pytest_ini_options(document)
     for entry in reversed(options["pythonpath"]):
         if str(rootdir / entry) not in sys.path:
             sys.path.insert(0, str(rootdir / entry))

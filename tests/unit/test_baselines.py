@@ -7,12 +7,14 @@ import dataclasses
 import errno
 import json
 import os
+import stat
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hostile_files import fails_after
 
 from perfsuite.errors import BadFileError
 from perfsuite.records import BaselineEntry, Case, StoredRun
@@ -28,6 +30,7 @@ from perfsuite.store.baselines import (
     load_baseline,
     machine_identity,
     machine_slug,
+    parse_baseline,
     record_runs,
     stored_run,
     write_baseline_file,
@@ -590,3 +593,119 @@ def test_a_full_disk_while_writing_leaves_the_old_file_and_no_temporary_file(tmp
         record_runs(path, "cpu", {BENCHMARK_ID: entry()})
     assert path.read_bytes() == before
     assert sorted(p.name for p in path.parent.iterdir()) == ["amd-epyc.json"]
+
+
+# --- what the store writes, it reads back -----------------------------------------------------------------------
+
+
+def test_a_trimmed_run_whose_median_lies_outside_its_kept_rounds_is_read_back(tmp_path):
+    # 100 rounds: the 50 that the even spacing keeps are slow, the 50 it drops are fast, so the median of every
+    # round (1.5 s) lies below every kept round (2 s). That is true of the data, so the reader must accept it.
+    kept = set(np.linspace(0, 99, MAX_STORED_ROUNDS).round().astype(int).tolist())
+    times = [2.0 if index in kept else 1.0 for index in range(100)]
+    run = stored_run(times, None, "2026-12-02T15:00:00Z", None)
+    assert run.median_s == 1.5 and min(run.round_times_s) == 2.0
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    record_runs(path, "cpu", {BENCHMARK_ID: entry(run)})
+    assert load_baseline(path).entries[BENCHMARK_ID].runs == (run,)
+
+
+def test_an_untrimmed_run_whose_median_lies_outside_its_rounds_is_still_refused(tmp_path):
+    # Every round is kept (rounds == the stored times), so a median outside them is an edit, not the data.
+    document = valid_document()
+    run_field(document).update(median_s=1.0)
+    assert "'median_s' 1.0 lies outside its stored rounds" in load_error(write_document(tmp_path, document))
+
+
+def test_a_lone_surrogate_in_a_commit_is_recorded_and_read_back(tmp_path):
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    recorded = entry(stored(commit="abc\udc80def"), machine={**MACHINE, "os": "Linux \ud800"})
+    record_runs(path, "cpu", {BENCHMARK_ID: recorded})
+    assert load_baseline(path).entries[BENCHMARK_ID] == recorded
+    assert b"abc\\udc80def" in path.read_bytes()  # an escape: the file stays valid UTF-8
+
+
+def test_the_writer_refuses_what_the_reader_would_refuse_and_writes_nothing(tmp_path):
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    record_runs(path, "cpu", {BENCHMARK_ID: entry()})
+    before = path.read_bytes()
+    beyond_64_bits = entry(flops_per_step=2**64)
+    with pytest.raises(BadFileError, match=r"would write a baseline it cannot read back \(entry .*'flops_per_step'"):
+        record_runs(path, "cpu", {BENCHMARK_ID: beyond_64_bits})
+    assert (path.read_bytes(), os.listdir(path.parent)) == (before, ["amd-epyc.json"])
+
+
+@pytest.mark.parametrize("time_s", [5e-324, 1e-12, 0.9e-9], ids=["subnormal", "picosecond", "under-1-ns"])
+def test_a_stored_time_below_1_ns_is_refused_by_the_reader(tmp_path, time_s):
+    document = valid_document()
+    run_field(document).update(round_times_s=[time_s], median_s=time_s, rounds=1)
+    message = load_error(write_document(tmp_path, document))
+    assert "'round_times_s' must be a non-empty list of finite times >= 1e-09 seconds" in message
+
+
+def test_a_time_of_1_ns_is_read():
+    document = valid_document()
+    run_field(document).update(round_times_s=[1e-9], median_s=1e-9, rounds=1)
+    assert parse_baseline(json.dumps(document), "amd-epyc.json").entries[BENCHMARK_ID].runs[0].median_s == 1e-9
+
+
+def test_a_schema_version_of_2_0_is_refused_asking_for_the_integer(tmp_path):
+    path = write_document(tmp_path, {**valid_document(), "schema_version": 2.0})
+    assert load_error(path).startswith(f"{path}: has schema_version 2.0, a decimal number; it must be the integer 2")
+
+
+@pytest.mark.parametrize("fraction", [5.0, 1.0001, -0.1])
+def test_a_gpu_busy_fraction_outside_0_to_1_is_refused(tmp_path, fraction):
+    document = valid_document()
+    entry_field(document).update(gpu_busy_fraction=fraction)
+    message = load_error(write_document(tmp_path, document))
+    assert f"field 'gpu_busy_fraction' should be a fraction in [0, 1] or null, got {fraction}" in message
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.42, 1.0, 1])
+def test_a_gpu_busy_fraction_in_0_to_1_is_read(fraction):
+    document = valid_document()
+    entry_field(document).update(gpu_busy_fraction=fraction)
+    loaded = parse_baseline(json.dumps(document), "amd-epyc.json")
+    assert loaded.entries[BENCHMARK_ID].gpu_busy_fraction == fraction
+
+
+def test_a_duplicate_key_in_an_entry_is_refused_naming_the_key_and_the_entry(tmp_path):
+    text = json.dumps(valid_document(), indent=1).replace('"torch_version": "2.13.0"',
+                                                          '"torch_version": "2.13.0", "torch_version": "2.4.0"')
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    path.parent.mkdir()
+    path.write_text(text, encoding="utf-8")
+    assert f"holds the key 'torch_version' twice in entries['{BENCHMARK_ID}']" in load_error(path)
+
+
+def test_a_fifo_in_place_of_the_lock_file_is_refused_at_once_and_kept(tmp_path):
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    path.parent.mkdir()
+    fifo = path.parent / ".amd-epyc.json.lock"
+    os.mkfifo(fifo)
+    with fails_after(5), pytest.raises(BadFileError, match=r"\.amd-epyc\.json\.lock: is a FIFO \(named pipe\)"):
+        record_runs(path, "cpu", {BENCHMARK_ID: entry()})
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and not path.exists()
+
+
+def test_a_fifo_in_place_of_the_baseline_is_refused_at_once_and_kept(tmp_path):
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    path.parent.mkdir()
+    os.mkfifo(path)
+    with fails_after(5), pytest.raises(BadFileError, match=r"amd-epyc\.json: is a FIFO \(named pipe\)"):
+        record_runs(path, "cpu", {BENCHMARK_ID: entry()})
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_a_deeply_nested_value_in_a_field_is_named_by_its_kind_not_printed(tmp_path):
+    # Printing a value nested 900 deep could itself exceed Python's recursion limit.
+    document = valid_document()
+    nested: list = []
+    for _ in range(900):
+        nested = [nested]
+    entry_field(document).update(config_digest=nested)
+    path = tmp_path / "cpu" / "amd-epyc.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(document), encoding="utf-8")
+    assert "field 'config_digest' should be text, got a list of 1 item" in load_error(path)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hostile_files import fails_after, run_with_memory_cap
 
 from perfsuite.analyse.compare import (
     CompareError,
@@ -197,7 +198,7 @@ def test_measured_case_without_batch_size_is_rejected():
 
 
 def test_measured_case_with_zero_time_is_rejected():
-    with pytest.raises(CompareError, match="field 'median_s' should be a finite number > 0, got 0.0"):
+    with pytest.raises(CompareError, match="field 'median_s' should be a finite time >= 1e-09 seconds, got 0.0"):
         baseline_set(case(time_s=0.0))
 
 
@@ -682,3 +683,48 @@ def test_command_without_a_saved_run_takes_this_machines_accelerator_baseline(tm
     status = main(["--runs-dir", str(tmp_path / "no-runs"), "--baselines-dir", str(baselines),
                    "--output-dir", str(tmp_path / "out")])
     assert (status, "over 1 joined row(s): 0.20" in capsys.readouterr().out) == (0, True)
+
+
+# --- files that are not result files ------------------------------------------------------------------------
+
+
+def test_a_symlink_to_dev_zero_is_refused_without_reading_it(tmp_path):
+    link = tmp_path / "run.json"
+    link.symlink_to("/dev/zero")
+    done = run_with_memory_cap(
+        f"from perfsuite.commands.compare import main\nraise SystemExit(main([{str(link)!r}, '--no-chart']))"
+    )
+    assert f"{link}: is a character device (/dev/zero), not a regular file" in done.stderr
+    assert done.returncode == 2
+
+
+def test_a_fifo_is_refused_at_once(tmp_path, capsys):
+    fifo = tmp_path / "run.json"
+    os.mkfifo(fifo)
+    with fails_after(5):
+        assert main([str(fifo), str(ARTICLE_CUDA), "--output-dir", str(tmp_path / "out")]) == 2
+    assert f"{fifo}: is a FIFO (named pipe), not a regular file" in capsys.readouterr().err
+
+
+def test_a_result_file_over_the_size_cap_is_refused(tmp_path, monkeypatch):
+    from perfsuite.store import jsonfile
+
+    monkeypatch.setattr(jsonfile, "MAX_JSON_BYTES", 1024)
+    big = tmp_path / "run.json"
+    big.write_text(json.dumps({"benchmarks": [], "padding": "x" * 2048}), encoding="utf-8")
+    with pytest.raises(CompareError, match=r"run\.json: is 2\d\d\d bytes, more than the 1024 bytes"):
+        read_result_set(big)
+
+
+def test_a_result_file_with_a_duplicate_key_is_refused_naming_it(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text('{"benchmarks": [], "machine_info": {}, "benchmarks": []}', encoding="utf-8")
+    with pytest.raises(CompareError, match=r"run\.json: holds the key 'benchmarks' twice in the top-level object"):
+        read_result_set(path)
+
+
+def test_a_fifo_among_a_folders_result_files_is_refused_not_skipped(tmp_path):
+    shutil.copy(FIXTURES / "baseline-cuda.json", tmp_path / "one.json")
+    os.mkfifo(tmp_path / "two.json")
+    with fails_after(5), pytest.raises(CompareError, match=r"two\.json: is a FIFO \(named pipe\), not a regular file"):
+        read_result_set(tmp_path)

@@ -13,6 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 import torch.distributed as dist
@@ -209,6 +210,14 @@ class TestARunningCase:
         facts = running.as_prepared_case().extra_facts
         expected = (2, backend(DEVICE).ddp_backend, 16)
         assert (facts["processes"], facts["backend"], facts["global_batch_size"]) == expected
+
+    def test_the_rendezvous_store_listens_on_loopback_only(self, running):
+        # The store is unauthenticated: listening on every interface would let any host join or disturb the ranks.
+        listening = [
+            connection.laddr.ip for connection in psutil.Process().net_connections(kind="inet")
+            if connection.status == psutil.CONN_LISTEN and connection.laddr.port == running.store_port
+        ]
+        assert listening == ["127.0.0.1"]
 
 
 def test_config_digest_tells_process_counts_apart():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
+from hostile_files import fails_after, run_with_memory_cap
 
 from perfsuite.errors import BadFileError
 from perfsuite.store import jsonfile
@@ -53,7 +56,7 @@ def test_a_missing_folder_is_none_when_missing_is_ok(tmp_path):
 
 
 def test_a_folder_is_not_a_json_file(tmp_path):
-    assert problem_of(tmp_path).problem == "is a folder, not a JSON file"
+    assert problem_of(tmp_path).problem == "is a folder, not a regular file"
 
 
 def test_a_folder_is_an_error_even_when_missing_is_ok(tmp_path):
@@ -123,3 +126,53 @@ def test_parse_json_text_names_the_given_path():
 
 def test_parse_json_text_parses_valid_text():
     assert parse_json_text("[1, 2.5, null]", "x.json", REMEDY) == [1, 2.5, None]
+
+
+# --- files that are not files, and files larger than they say -----------------------------------------------
+
+
+def test_a_symlink_to_dev_zero_is_refused_without_reading_it(tmp_path):
+    link = tmp_path / "nvidia-h200.json"
+    link.symlink_to("/dev/zero")
+    done = run_with_memory_cap(
+        f"from perfsuite.store.jsonfile import read_json_file\nread_json_file({str(link)!r}, 'Fix it.')"
+    )
+    assert f"BadFileError: {link}: is a character device (/dev/zero), not a regular file. Fix it." in done.stderr
+
+
+def test_a_fifo_is_refused_at_once_instead_of_hanging(tmp_path):
+    fifo = tmp_path / "nvidia-h200.json"
+    os.mkfifo(fifo)
+    with fails_after(5):
+        assert problem_of(fifo).problem == "is a FIFO (named pipe), not a regular file"
+
+
+def test_a_file_larger_than_it_says_is_cut_off_at_the_cap(monkeypatch):
+    # /proc/self/status says it holds 0 bytes and holds more than 64: what is read is counted, not what stat says.
+    status = Path("/proc/self/status")
+    if not status.is_file() or status.stat().st_size != 0:
+        pytest.skip("needs Linux's /proc, whose files report size 0")
+    monkeypatch.setattr(jsonfile, "MAX_JSON_BYTES", 64)
+    assert problem_of(status).problem.startswith("holds more than the 64 bytes a perfsuite file can be")
+
+
+# --- duplicate keys -------------------------------------------------------------------------------------------
+
+
+def test_a_duplicate_key_at_the_top_is_refused_naming_the_key(tmp_path):
+    error = problem_of(write(tmp_path, '{"device": "cpu", "device": "cuda"}'))
+    assert error.problem == (
+        "holds the key 'device' twice in the top-level object; JSON keeps only the last value, so the other "
+        "would be silently lost"
+    )
+
+
+def test_a_duplicate_key_deep_inside_is_refused_naming_where(tmp_path):
+    text = '{"entries": {"cpu-a": {"runs": [{"median_s": 1}, {"median_s": 1, "median_s": 2}]}}}'
+    error = problem_of(write(tmp_path, text))
+    assert error.problem.startswith("holds the key 'median_s' twice in entries['cpu-a'].runs[1];")
+
+
+def test_the_same_key_in_different_objects_is_not_a_duplicate(tmp_path):
+    document = {"runs": [{"median_s": 1}, {"median_s": 2}], "median_s": 3}
+    assert read_json_file(write(tmp_path, json.dumps(document)), REMEDY) == document

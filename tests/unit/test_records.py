@@ -73,9 +73,10 @@ def test_no_rounds_is_an_error_naming_the_benchmark():
         check_round_times([], "cpu-fp32-resnet18-bs4-train (current)")
 
 
-@pytest.mark.parametrize("bad", [0.0, -0.01, math.nan, math.inf])
-def test_a_zero_negative_or_non_finite_round_is_an_error_that_says_to_rerun(bad):
-    with pytest.raises(ValueError, match="must be finite and > 0 seconds.*re-run the benchmark") as error:
+@pytest.mark.parametrize("bad", [0.0, -0.01, math.nan, math.inf, 5e-324, 0.9e-9])
+def test_a_round_below_1_ns_or_not_finite_is_an_error_that_says_to_rerun(bad):
+    rule = r"must be finite and at least 1 ns \(1e-09 s\).*re-run the benchmark"
+    with pytest.raises(ValueError, match=rule) as error:
         check_round_times([0.01, bad, 0.02], "cpu-fp32-resnet18-bs4-train")
     assert str(error.value).startswith("cpu-fp32-resnet18-bs4-train:")
 
@@ -96,6 +97,11 @@ def test_round_times_that_are_not_numbers_are_an_error():
 def test_a_run_refuses_a_zero_round_naming_its_benchmark():
     with pytest.raises(ValueError, match="^cpu-fp32-resnet18-bs4-train: round times must be finite"):
         run(round_times_s=(0.01, 0.0, 0.01))
+
+
+def test_a_run_refuses_a_subnormal_round_whose_samples_per_s_would_be_infinite():
+    with pytest.raises(ValueError, match=r"^cpu-fp32-resnet18-bs4-train: round times must be finite and at least 1 ns"):
+        run(round_times_s=(5e-324,))
 
 
 def test_a_run_stores_its_rounds_as_an_immutable_tuple_of_floats():

@@ -170,3 +170,127 @@ def test_a_band_of_15_in_the_table_is_refused_naming_the_key(tmp_path):
 def test_a_command_line_tolerance_replaces_the_pyproject_table(tmp_path):
     settings = load(tmp_path, "[tool.perfsuite.tolerance]\nresnet18 = 0.15", cli=RawSettings(tolerance="0.3"))
     assert (settings.cli_tolerance, settings.tolerances) == (0.3, {})
+
+
+# --- checked before anything is measured ------------------------------------------------------------------------
+
+
+def test_a_summary_dir_that_is_a_file_is_a_usage_error_naming_the_flag(tmp_path):
+    (tmp_path / "report").write_text("not a folder")
+    with pytest.raises(UsageError, match=r"^--perf-summary-dir: 'report' is a file, not a folder;"):
+        load(tmp_path, cli=RawSettings(summary_dir="report"))
+
+
+def test_a_summary_dir_under_a_file_is_a_usage_error_naming_the_pyproject_key(tmp_path):
+    (tmp_path / "report").write_text("not a folder")
+    message = usage_error(tmp_path, '[tool.perfsuite]\nsummary-dir = "report/summary"')
+    assert message.startswith(
+        f"{tmp_path / 'pyproject.toml'} [tool.perfsuite] summary-dir: 'report/summary' cannot be made: "
+        f"{tmp_path / 'report'} is a file"
+    )
+
+
+def test_a_summary_dir_in_a_read_only_folder_is_a_usage_error(tmp_path):
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    (tmp_path / "locked").mkdir(mode=0o500)
+    with pytest.raises(UsageError, match=r"^--perf-summary-dir: 'locked/summary' cannot be made: .* not writable"):
+        load(tmp_path, cli=RawSettings(summary_dir="locked/summary"))
+
+
+def test_the_default_summary_dir_of_a_read_only_project_is_not_an_error(tmp_path, monkeypatch):
+    # A session that measures nothing writes no summary, so a read-only checkout must still run its tests.
+    from perfsuite import settings
+
+    monkeypatch.setattr(settings.os, "access", lambda path, mode: False)
+    assert load(tmp_path).summary_dir == ".perfsuite"
+
+
+def test_a_default_summary_dir_that_is_a_file_is_an_error(tmp_path):
+    (tmp_path / ".perfsuite").write_text("x")
+    with pytest.raises(UsageError, match=r"^--perf-summary-dir: '\.perfsuite' is a file, not a folder"):
+        load(tmp_path)
+
+
+def test_a_summary_dir_that_does_not_exist_yet_is_accepted_and_not_made(tmp_path):
+    assert load(tmp_path, cli=RawSettings(summary_dir="new/summary")).summary_dir == "new/summary"
+    assert not (tmp_path / "new").exists()
+
+
+def test_an_absolute_summary_dir_is_checked_where_it_is(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    blocker = tmp_path / "elsewhere"
+    blocker.write_text("x")
+    with pytest.raises(UsageError, match="is a file, not a folder"):
+        load(project, cli=RawSettings(summary_dir=str(blocker)))
+
+
+def test_a_machine_name_longer_than_a_file_name_can_be_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match=r"^--perf-machine: a name of 300 bytes is too long for a file name; "
+                                         r"use at most 2\d\d bytes"):
+        load(tmp_path, cli=RawSettings(machine="m" * 300))
+
+
+def test_the_longest_machine_name_allowed_still_makes_every_file_the_store_names(tmp_path):
+    # The baseline, its lock and temporary files, and the name a bad file is moved aside to.
+    from perfsuite.store.baselines import MAX_MACHINE_NAME_BYTES, load_baseline, move_aside, record_runs
+
+    name = "m" * MAX_MACHINE_NAME_BYTES
+    assert load(tmp_path, cli=RawSettings(machine=name)).machine == name
+    path = tmp_path / "cpu" / f"{name}.json"
+    record_runs(path, "cpu", {})
+    aside = move_aside(path, "20261203T101010Z")
+    assert load_baseline(aside) is not None and not path.exists()
+
+
+def test_a_machine_name_one_byte_over_is_refused(tmp_path):
+    from perfsuite.store.baselines import MAX_MACHINE_NAME_BYTES
+
+    with pytest.raises(UsageError, match="too long for a file name"):
+        load(tmp_path, cli=RawSettings(machine="m" * (MAX_MACHINE_NAME_BYTES + 1)))
+
+
+@pytest.mark.parametrize(
+    "option, value, limit",
+    [("processes", "1001", 1000), ("warmup", "100001", 100000)],
+)
+def test_a_count_above_its_bound_is_a_usage_error_naming_the_bound(tmp_path, option, value, limit):
+    with pytest.raises(UsageError, match=rf"^--perf-{option}: {value} is too large; it must be at most {limit}"):
+        load(tmp_path, cli=RawSettings(**{option: value}))
+
+
+@pytest.mark.parametrize("option, value", [("processes", "1000"), ("warmup", "100000")])
+def test_a_count_at_its_bound_is_accepted(tmp_path, option, value):
+    chosen = load(tmp_path, cli=RawSettings(**{option: value}))
+    assert {"processes": chosen.processes, "warmup": chosen.warmup_steps}[option] == int(value)
+
+
+# --- pyproject.toml is read like every user file -------------------------------------------------------------
+
+
+def test_a_pyproject_that_is_a_fifo_is_a_usage_error_at_once(tmp_path):
+    import os
+
+    from hostile_files import fails_after
+
+    os.mkfifo(tmp_path / "pyproject.toml")
+    with fails_after(5), pytest.raises(UsageError, match=r"pyproject\.toml: is a FIFO \(named pipe\), not a regular"):
+        load_settings(RawSettings(), tmp_path / "pyproject.toml", WORKLOADS, ["cpu"])
+
+
+def test_a_pyproject_that_is_a_folder_is_a_usage_error_not_silently_no_settings(tmp_path):
+    (tmp_path / "pyproject.toml").mkdir()
+    with pytest.raises(UsageError, match=r"pyproject\.toml: is a folder, not a regular file"):
+        load_settings(RawSettings(), tmp_path / "pyproject.toml", WORKLOADS, ["cpu"])
+
+
+def test_a_pyproject_over_the_size_cap_is_a_usage_error(tmp_path, monkeypatch):
+    from perfsuite import settings
+
+    monkeypatch.setattr(settings, "MAX_PYPROJECT_BYTES", 64)
+    path = pyproject(tmp_path, "# " + "x" * 100)
+    with pytest.raises(UsageError, match="more than the 64 bytes"):
+        load_settings(RawSettings(), path, WORKLOADS, ["cpu"])

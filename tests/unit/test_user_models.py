@@ -9,6 +9,7 @@ import torch
 
 import perfsuite.workloads as workloads
 from perfsuite.errors import UsageError
+from perfsuite.settings import read_pyproject
 from perfsuite.workloads import Workload, builtin_workloads, default_model_names, register_workload
 from perfsuite.workloads.user import (
     load_installed_workloads,
@@ -20,6 +21,10 @@ from perfsuite.workloads.user import (
 EXAMPLE_CONFTEST = (Path(__file__).resolve().parents[2] / "examples" / "user_model" / "conftest.py").read_text()
 BUILTIN = ["resnet18", "bert-base", "sd15-unet", "sd15-text2img", "sd15-vae-decode", "sd15-text-encoder"]
 
+
+
+def load_project(pyproject):
+    load_project_workloads(pyproject, read_pyproject(pyproject))
 
 def tiny(name: str) -> Workload:
     return Workload(name=name, build_module=lambda profile: torch.nn.Identity(),
@@ -89,13 +94,13 @@ def test_no_conftest_above_the_root_is_imported(tmp_path):
 def test_testpaths_and_pythonpath_are_read_as_list_or_text(tmp_path):
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text('[tool.pytest.ini_options]\ntestpaths = "bench  tests"\npythonpath = ["src"]\n')
-    assert pytest_ini_options(pyproject) == {"testpaths": ["bench", "tests"], "pythonpath": ["src"]}
+    assert pytest_ini_options(read_pyproject(pyproject)) == {"testpaths": ["bench", "tests"], "pythonpath": ["src"]}
 
 
 @pytest.mark.usefixtures("fresh_registry")
 def test_the_example_projects_model_is_registered_from_its_conftest(pytester):
     pytester.makeconftest(EXAMPLE_CONFTEST)
-    load_project_workloads(pytester.path / "pyproject.toml")
+    load_project(pytester.path / "pyproject.toml")
     assert "tiny-mlp" in workloads.registered_workloads()
 
 
@@ -106,15 +111,15 @@ def test_a_model_in_a_testpaths_conftest_is_registered_with_its_pythonpath(pytes
     (pytester.path / "src" / "my_models.py").write_text(registering("from-src"))
     pytester.mkdir("perf")
     (pytester.path / "perf" / "conftest.py").write_text("import my_models  # noqa: F401\n")
-    load_project_workloads(pytester.path / "pyproject.toml")
+    load_project(pytester.path / "pyproject.toml")
     assert "from-src" in workloads.registered_workloads()
 
 
 @pytest.mark.usefixtures("fresh_registry")
 def test_loading_the_project_twice_registers_its_models_once(pytester):
     pytester.makeconftest(EXAMPLE_CONFTEST)
-    load_project_workloads(pytester.path / "pyproject.toml")
-    load_project_workloads(pytester.path / "pyproject.toml")
+    load_project(pytester.path / "pyproject.toml")
+    load_project(pytester.path / "pyproject.toml")
     assert list(workloads.registered_workloads()).count("tiny-mlp") == 1
 
 
@@ -122,14 +127,14 @@ def test_loading_the_project_twice_registers_its_models_once(pytester):
 def test_a_conftest_that_fails_is_named_with_its_line_and_error(pytester):
     conftest = pytester.makeconftest("import os\nraise RuntimeError('no GPU config')\n")
     with pytest.raises(UsageError, match=f"^{conftest.resolve()}:2: cannot import .*RuntimeError: no GPU config"):
-        load_project_workloads(pytester.path / "pyproject.toml")
+        load_project(pytester.path / "pyproject.toml")
 
 
 @pytest.mark.usefixtures("fresh_registry")
 def test_a_conftest_with_a_syntax_error_is_named_with_its_line(pytester):
     conftest = pytester.makeconftest("x = 1\ndef broken(:\n")
     with pytest.raises(UsageError, match=f"^{conftest.resolve()}:2: cannot import .*SyntaxError"):
-        load_project_workloads(pytester.path / "pyproject.toml")
+        load_project(pytester.path / "pyproject.toml")
 
 
 # --- installed packages: the perfsuite.workloads entry points ---------------------------------------------------

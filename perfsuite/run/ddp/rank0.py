@@ -23,7 +23,6 @@ from perfsuite.run.ddp.plan import threads_per_process
 from perfsuite.run.ddp.ranks import (
     CHECKSUM,
     DEFAULT_TIMEOUT_S,
-    HOST,
     JOIN_TIMEOUT_S,
     LIVENESS_POLL_S,
     STDERR_TAIL_LINES,
@@ -35,6 +34,7 @@ from perfsuite.run.ddp.ranks import (
     error_key,
     exit_description,
     gather_checksums,
+    loopback_store,
     nccl_timeout_spares_this_process,
     ready_key,
     stop_workers,
@@ -113,8 +113,7 @@ class DdpTraining:
                 "train-ddp starts its own, so run perfsuite without torchrun or another launcher"
             )
         ddp_backend = device.ddp_backend
-        # Port 0: the store picks a free port itself, so two sessions on one machine cannot collide.
-        store = dist.TCPStore(HOST, 0, processes, True, timedelta(seconds=timeout_s), wait_for_workers=False)
+        store = loopback_store(processes, timeout_s)
         training = cls(case, processes, ddp_backend, store)
         try:
             training._start(workload, timeout_s)
@@ -142,6 +141,11 @@ class DdpTraining:
             samples_per_step=self.case.batch_size * self.processes,
             extra_facts=self.facts,
         )
+
+    @property
+    def store_port(self) -> int:
+        """The port of the rendezvous store, which listens on 127.0.0.1 only."""
+        return self._open_store().port
 
     @property
     def worker_pids(self) -> list[int]:

@@ -6,9 +6,11 @@ import contextlib
 import dataclasses
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -93,6 +95,28 @@ def nccl_timeout_spares_this_process(backend: str) -> Iterator[None]:
         yield
     finally:
         del os.environ[name]
+
+
+def loopback_store(world_size: int, timeout_s: float) -> dist.TCPStore:
+    """Rank 0's rendezvous store, listening on HOST (127.0.0.1) alone, at a port the system picks (so two sessions
+    on one machine cannot collide).
+
+    The store is unauthenticated, and TCPStore's server listens on every interface whatever host it is given
+    (torch 2.13, libuv and legacy backends alike); so the socket is bound to loopback here and handed to the store
+    as `master_listen_fd`, which both backends listen on as it is.
+    """
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind((HOST, 0))
+        store = dist.TCPStore(
+            HOST, listener.getsockname()[1], world_size, True, timedelta(seconds=timeout_s),
+            wait_for_workers=False, master_listen_fd=listener.fileno(),
+        )
+    except BaseException:
+        listener.close()
+        raise
+    listener.detach()  # the store owns the descriptor now, and closes it
+    return store
 
 
 def ready_key(rank: int) -> str:

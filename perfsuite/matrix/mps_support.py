@@ -30,7 +30,8 @@ Every figure below was read from the macOS arm64 wheels of torch on PyPI (2.1.2,
   read, so every release up to the newest checked counts as affected.
 - torch.compile's inductor on MPS: 2.6.0 registers no inductor backend for "mps" (create_backend raises
   "Unsupported device type: mps", torch/_inductor/scheduler.py). 2.7.0 registers `MetalScheduling` for "mps"
-  (torch/_inductor/codegen/common.py, lines 434-440), which warns at its first use "torch.compile for Metal is an
+  (torch/_inductor/codegen/common.py, lines 434-440; Dynamo's `MpsInterface` arrives with it in
+  torch/_dynamo/device_interface.py), which warns at its first use "torch.compile for Metal is an
   early protoype and might not work as expected. For details see https://github.com/pytorch/pytorch/issues/150121"
   (torch/_inductor/codegen/mps.py, `_warn_prototype`). 2.8.0 drops that warning and adds a C++ wrapper for MPS
   (codegen/cpp_wrapper_mps.py).

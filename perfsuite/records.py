@@ -54,9 +54,10 @@ class Case:
         return f"{self.device}-{self.dtype}-{self.model}-bs{self.batch_size}-{self.mode}{compiled}{profile}"
 
 
-# Memory figures that belong to the case wherever it ran: a peak over the timed rounds after a reset. The others (a
-# process's peak resident set, the MPS driver's allocation) belong to the case only in a process of its own.
-CASE_OWN_MEMORY_FIGURES = ("cuda_max_allocated_bytes",)
+# Memory figures that belong to the case wherever it ran: an allocator's peak over the timed rounds after a reset
+# (CUDA's; MPS's from torch 2.13). The others (a process's peak resident set, the MPS driver's allocation) belong to
+# the case only in a process of its own.
+CASE_OWN_MEMORY_FIGURES = ("cuda_max_allocated_bytes", "mps_max_allocated_bytes")
 
 
 def memory_belongs_to_case(figure: str, fresh_process: bool) -> bool:

@@ -23,6 +23,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfsuite.coverage.facts import release_of
+from perfsuite.matrix.mps_support import mps_unusable_hint
+
 # MPSProfiler LogOptions (aten/src/ATen/mps/MPSProfiler.h): CPU_FALLBACK_INFO = 1 << 2.
 CPU_FALLBACK_INFO = 1 << 2
 PHASE_MARKER = "[perfsuite-coverage] phase="
@@ -171,13 +174,14 @@ def probe_environment(base: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def mps_unavailable_reason() -> str | None:
-    """Why MPS cannot run here, or None where it can."""
+    """Why MPS cannot run here, or None where it can; the macOS it names is the installed torch release's."""
     import torch
 
     if not torch.backends.mps.is_built():
         return f"this torch ({torch.__version__}) is built without MPS"
     if not torch.backends.mps.is_available():
-        return "MPS is built in but not available (not on an Apple-silicon Mac with macOS 14 or later?)"
+        needs = mps_unusable_hint(release_of(torch.__version__).release)
+        return f"MPS is built into torch {torch.__version__} but not available: it needs {needs}"
     return None
 
 

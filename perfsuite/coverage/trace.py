@@ -8,7 +8,7 @@ op they came from, so a fallback hidden inside a composite is seen. The optimize
 record-function markers are not ops and are left out.
 
 The trace runs on the CPU with the choices MPS makes (see `mps_like_choices`), so CPU-only kernels the
-CPU would pick are not mistaken for fallbacks.
+CPU would pick, and fused fast paths torch takes on the CPU but never on MPS, are not mistaken for fallbacks.
 """
 
 from __future__ import annotations
@@ -94,23 +94,74 @@ class OpRecorder(TorchDispatchMode):
         return tuple(OpCount(op, phase, calls, inside) for (op, phase, inside), calls in self._counts.items())
 
 
+@dataclass(frozen=True)
+class MpsExcludedFastPath:
+    """A torch.nn forward that runs one fused op instead of its layers, but only on the device types it lists,
+    and "mps" is in none of those lists: on MPS it always runs its layers.
+
+    `device_types_in` names the function whose source holds the list; the fast path checks
+    `torch.backends.mha.get_fastpath_enabled()` before it, so turning that switch off gives the CPU MPS's path.
+    """
+
+    module: str
+    fused_op: str
+    device_types_in: str
+
+
+# Read from torch/nn/modules/transformer.py and activation.py of the macOS wheels 2.1.2 to 2.13.0: no list holds
+# "mps". tests/coverage/test_trace_device_branches.py reads the installed torch's lists and fails if one ever does.
+MPS_EXCLUDED_FAST_PATHS = (
+    MpsExcludedFastPath(
+        "torch.nn.TransformerEncoder", "aten::_nested_tensor_from_mask",
+        "torch.nn.modules.transformer.TransformerEncoder.forward",
+    ),
+    MpsExcludedFastPath(
+        "torch.nn.TransformerEncoderLayer", "aten::_transformer_encoder_layer_fwd",
+        "torch.nn.modules.transformer.TransformerEncoderLayer.forward",
+    ),
+    MpsExcludedFastPath(
+        "torch.nn.MultiheadAttention", "aten::_native_multi_head_attention",
+        "torch.nn.modules.activation._check_arg_device",
+    ),
+)
+
+
 @contextlib.contextmanager
 def mps_like_choices() -> Iterator[None]:
-    """Make the CPU take the paths MPS takes where a composite op picks a kernel by device.
+    """Make the CPU take the paths MPS takes where torch picks a kernel or a path by device.
 
     - scaled_dot_product_attention: MPS has no `_fused_sdp_choice` kernel, so it takes the math branch
       (its own `_scaled_dot_product_attention_math_for_mps`, or the `_scaled_dot_product_attention_math`
       decomposition when grad or dropout is on); the CPU would pick
       `_scaled_dot_product_flash_attention_for_cpu`, a CPU-only kernel.
     - oneDNN (mkldnn) off: the CPU would otherwise pick mkldnn-only kernels inside pooling or RNN ops.
+    - The fused fast paths of TransformerEncoder, TransformerEncoderLayer and MultiheadAttention off
+      (`MPS_EXCLUDED_FAST_PATHS`): their Python forward takes them only on the device types it lists, never
+      on MPS, so the CPU would run `_transformer_encoder_layer_fwd` where MPS runs the layers.
     """
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     with warnings.catch_warnings():
         # mkldnn.flags() re-sets oneDNN's TF32 flag too, which warns on builds without Intel GPU support.
         warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
-        with sdpa_kernel([SDPBackend.MATH]), torch.backends.mkldnn.flags(enabled=False):
+        with sdpa_kernel([SDPBackend.MATH]), torch.backends.mkldnn.flags(enabled=False), _nn_fast_paths_off():
             yield
+
+
+@contextlib.contextmanager
+def _nn_fast_paths_off() -> Iterator[None]:
+    """torch.backends.mha's fast-path switch off within the block (torch >= 2.3 has it; older torch takes the
+    fast paths on the CPU and the trace shows their fused op)."""
+    switch = getattr(torch.backends, "mha", None)
+    if switch is None:
+        yield
+        return
+    was_enabled = switch.get_fastpath_enabled()
+    switch.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        switch.set_fastpath_enabled(was_enabled)
 
 
 def default_batch_size(workload: Workload, profile: str) -> int:

@@ -6,9 +6,9 @@ returns findings: `ok`, a `warning` (a feature is limited, the device still runs
 devices it names cannot run). Every finding that is not ok carries its fix.
 
 Version thresholds, and where they come from:
-- The macOS MPS needs depends on the torch release (12.3 up to torch 2.5, 13.0 for 2.6-2.8, 14.0 from 2.9), and the
-  fp16/bf16 autocast, bf16 and GradScaler thresholds: `perfsuite.matrix.mps_support`, which cites its sources and is
-  shared with the case matrix and the device layer.
+- The macOS MPS needs, which depends on the torch release (`MIN_MACOS_FOR_MPS_BY_TORCH`), and the fp16/bf16
+  autocast, bf16 and GradScaler thresholds: `perfsuite.matrix.mps_support`, which cites its sources and is shared
+  with the case matrix, the device layer and the coverage runtime check.
 - torch >= 2.0 is the source article's minimum; 2.2.2 is the last torch wheel for x86_64 macOS
   (pytorch/pytorch#141864), which is what a Rosetta Python gets.
 """
@@ -193,8 +193,7 @@ def check_torch(facts: Facts) -> list[Finding]:
 
 
 def check_macos_version(facts: Facts) -> list[Finding]:
-    """On macOS, the MPS backend needs the macOS its torch release was built for: 12.3 up to torch 2.5, 13.0 for
-    2.6-2.8, 14.0 from 2.9."""
+    """On macOS, the MPS backend needs the macOS its torch release was built for (`min_macos_for_mps`)."""
     version = _section(facts, "platform").get("macos_version")
     if not _on_macos(facts) or release(version) is None:
         return []

@@ -404,6 +404,11 @@ def baseline_from_json(document: Any, path: Path | str) -> BaselineFile:
     return BaselineFile(device=device, entries=parsed, schema_version=version)
 
 
+def parse_baseline(text: str, path: Path | str) -> BaselineFile:
+    """Validate and parse the text of a baseline file; `path` only names the file in errors."""
+    return baseline_from_json(parse_json_text(text, path, _remedy(path)), path)
+
+
 def load_baseline(path: Path | str) -> BaselineFile | None:
     """Read and validate the baseline file at `path`; None when it does not exist. Raises BadFileError when it
     exists but cannot be used."""
@@ -430,7 +435,7 @@ def write_baseline_file(path: Path | str, baseline: BaselineFile) -> None:
     text = baseline_text(baseline)
     try:
         baseline_from_json(baseline_to_json(baseline), path)  # names the entry and field
-        baseline_from_json(parse_json_text(text, path, _remedy(path)), path)  # and what only the text shows
+        parse_baseline(text, path)  # and what only the text shows
     except BadFileError as error:
         raise BadFileError(
             path, f"perfsuite would write a baseline it cannot read back ({error.problem}), so nothing was written",

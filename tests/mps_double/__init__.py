@@ -3,27 +3,34 @@
 It checks plumbing, not Metal: that perfsuite calls the MPS bindings it should, with the arguments they take, in
 an order torch's own implementation survives. No kernel runs on a GPU and no figure it returns is a measurement.
 
-What it replaces, and the semantics it models (from torch 2.13.0's torch/mps/, torch/backends/mps/,
-torch/accelerator/memory.py and aten/src/ATen/mps/MPSEvent.mm):
+It pretends to be one torch release, `MpsDouble(torch_version=...)` (default: the installed torch), and behaves as
+that release's macOS wheel does wherever the table in `releases.py` says how (autocast, the fallback variables and
+messages, GradScaler, BatchNorm2d, the peak-memory API, the Python API perfsuite reads); `torch.__version__` reads
+as that release. The rest of torch is the installed one. What it models, from torch 2.13.0's torch/mps/,
+torch/backends/mps/, torch/accelerator/memory.py and aten/src/ATen/mps/MPSEvent.mm unless `releases.py` says
+otherwise:
 - `torch._C._has_mps`, `torch._C._mps_is_available` and `torch.backends.mps.is_available` (whose lru_cache
-  would keep an earlier answer): MPS built, and available or not.
+  would keep an earlier answer): MPS built, and available where the Mac runs the release's MPS (Apple silicon, a
+  native arm64 Python, the macOS `mps_support.min_macos_for_mps` names), unless `available` says otherwise.
 - `torch._C._mps_*` events: acquire, record, wait, query, synchronize, elapsed time, release. An event records its
   completion time when a host callback sees the GPU reach it. `Event.synchronize()` on an event the GPU has not
   reached yet consumes the completion flag that `elapsed_time()` waits for: a later `elapsed_time()` on that end
   event would block forever (pytorch/pytorch#162872); here it raises `MpsEventHang` instead. With `gpu_busy`
   (the default) the GPU reaches an event only at a synchronisation, as on a Mac running a real step.
 - `torch._C._mps_*` memory: current and driver allocation, recommended maximum, empty cache, memory fraction.
-- `torch._C._accelerator_*`: MPS as the current accelerator with peak statistics (torch 2.13's MPSAllocator
-  implements them), or, with `peak_memory_stats=False`, an allocator that raises as one without them does.
+- `torch._C._accelerator_*`: MPS as the current accelerator, with the release's peak statistics (a peak from
+  2.13, the allocator's RuntimeError in 2.9-2.12, no memory API before 2.9).
 - Tensors asked for on "mps" are made on the CPU: a TorchFunctionMode rewrites every "mps" device argument, so
-  factories, `Tensor.to` and `Module.to` all land on the CPU. `torch.autocast(device_type="mps")` runs CPU
-  autocast after checking the dtype is one MPS autocast takes.
-- The CPU fallback of ops MPS lacks (aten/src/ATen/mps/MPSFallback.mm): with `falls_back(ops)`, each call of one of
-  those aten ops warns "The operator '<op>' is not currently supported on the MPS backend and will fall back to run
-  on the CPU" where PYTORCH_ENABLE_MPS_FALLBACK is a non-zero number, and writes MPSProfiler's
-  "CPU Fallback::<op>:..." line to stderr where PYTORCH_MPS_LOG_PROFILE_INFO has the CPU_FALLBACK_INFO bit (1 << 2);
-  without the fallback variable it raises the NotImplementedError MPS raises. Which ops fall back is the test's
-  choice: the double does not know MPS's kernels (the wheel check does).
+  factories, `Tensor.to` and `Module.to` all land on the CPU. `torch.autocast(device_type="mps")` accepts, warns
+  about and disables dtypes as the release does, then runs CPU autocast.
+- The CPU fallback of ops MPS lacks (MPSFallback.mm): with `falls_back(ops)`, each call of one of those aten ops
+  warns (once per process, every call under `torch.set_warn_always(True)`) where PYTORCH_ENABLE_MPS_FALLBACK, read
+  once at `install()` as the release reads it at load, turns the fallback on, and writes MPSProfiler's
+  "CPU Fallback::<op>:..." line to stderr where PYTORCH_MPS_LOG_PROFILE_INFO, read once at the double's first MPS
+  work, has the CPU_FALLBACK_INFO bit; without the fallback it raises the release's NotImplementedError. Which ops
+  fall back is the test's choice: the double does not know MPS's kernels (the wheel check does).
+- Within `tensors_on_cpu()`, BatchNorm2d's backward on channels_last input as MPS computes it up to the newest
+  release checked: wrong input and weight gradients, or, on macOS 26, a RuntimeError (see `releases.py`).
 - macOS facts, as perfsuite's device layer and doctor see them (their `platform` module, `sysctl`, `sw_vers`
   and `xcode-select` answers); other libraries keep seeing the real machine.
 """
@@ -35,16 +42,36 @@ import os
 import platform
 import sys
 import time
+import types
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.torch_version import TorchVersion
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
+
+from mps_double.releases import (
+    ADDED_IN,
+    AUTOCAST_BF16_BELOW_MACOS_14,
+    AUTOCAST_UNSUPPORTED_DEVICE,
+    CPU_FALLBACK_INFO,
+    FALLBACK_WARNING,
+    FLOAT64_ON_MPS,
+    NOT_A_DEVICE_ALLOCATOR,
+    PROFILER_FALLBACK_LINE,
+    VIEW_NOT_COMPATIBLE,
+    ReleaseBehaviour,
+    behaviour_of,
+    fallback_enabled,
+    profiler_log_options,
+)
+from perfsuite.coverage.facts import release_of
+from perfsuite.matrix.mps_support import Release, is_at_least, min_macos_for_mps
 
 Patch = Callable[[Any, str, Any], None]
 
@@ -69,6 +96,11 @@ class MacFacts:
     rosetta_translated: bool = False
     xcode_command_line_tools: str | None = "/Library/Developer/CommandLineTools"
     memory_bytes: int = 32 * 2**30
+
+    @property
+    def macos_release(self) -> Release:
+        """'14.5' -> (14, 5)."""
+        return tuple(int(part) for part in self.macos_version.split("."))
 
     def command_answers(self) -> dict[tuple[str, ...], str]:
         """What the commands perfsuite runs on a Mac print here."""
@@ -100,13 +132,16 @@ class FakeEvent:
 
 @dataclass
 class MpsDouble:
-    """The recorder that stands in for torch's MPS bindings; `calls` lists every binding called, in order."""
+    """The recorder that stands in for torch's MPS bindings; `calls` lists every binding called, in order.
+
+    `torch_version` is the release it pretends to be; `available` forces MPS's availability (None: as that release
+    decides on `mac`)."""
 
     built: bool = True
-    available: bool = True
+    available: bool | None = None
     gpu_busy: bool = True
-    peak_memory_stats: bool = True
     mac: MacFacts = field(default_factory=MacFacts)
+    torch_version: str = field(default_factory=lambda: str(torch.__version__))
     recommended_max_memory_bytes: int = 22906503168  # what a 32 GB Apple-silicon Mac reports
     calls: list[str] = field(default_factory=list)
     events: dict[int, FakeEvent] = field(default_factory=dict)
@@ -118,6 +153,30 @@ class MpsDouble:
     autocast_dtypes: list[torch.dtype] = field(default_factory=list)
     unordered_event_pairs_to_come: int = 0
     _event_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    _fallback_switched_on: bool | None = None
+    _fallback_warned: bool = False
+    _profiler_options: int | None = None
+    _generator: torch.Generator = field(default_factory=torch.Generator)
+
+    def __post_init__(self) -> None:
+        self.behaviour: ReleaseBehaviour = behaviour_of(self.release)
+
+    @property
+    def release(self) -> Release:
+        """The torch release the double pretends to be: '2.7.1' -> (2, 7, 1)."""
+        return release_of(self.torch_version).release
+
+    @property
+    def mps_usable(self) -> bool:
+        """Whether MPS is available: forced by `available`, else Apple silicon, a native arm64 Python and the macOS
+        the release needs."""
+        if self.available is not None:
+            return self.available
+        mac = self.mac
+        return (
+            mac.apple_silicon and not mac.rosetta_translated and mac.machine == "arm64"
+            and is_at_least(mac.macos_release, min_macos_for_mps(self.release))
+        )
 
     # Memory, as tests and the smoke run set it.
 
@@ -136,7 +195,7 @@ class MpsDouble:
 
     def is_available(self) -> bool:
         self.calls.append("is_available")
-        return self.built and self.available
+        return self.built and self.mps_usable
 
     def device_synchronize(self) -> None:
         self.calls.append("deviceSynchronize")
@@ -224,10 +283,14 @@ class MpsDouble:
         if not isinstance(fraction, float) or not 0 <= fraction <= 2:
             raise MpsBindingMisuse(f"_mps_setMemoryFraction takes a float in [0, 2], got {fraction!r}")
 
+    def default_generator(self) -> torch.Generator:
+        """MPS's default random generator, which torch.manual_seed seeds too where MPS is available (a CPU one)."""
+        self.calls.append("getDefaultGenerator")
+        return self._generator
+
     def is_on_macos_or_newer(self, major: int, minor: int) -> bool:
         self.calls.append("is_on_macos_or_newer")
-        version = tuple(int(part) for part in self.mac.macos_version.split(".")[:2])
-        return version >= (major, minor)
+        return is_at_least(self.mac.macos_release, (major, minor))
 
     # torch._C._accelerator_* bindings, for MPS
 
@@ -235,28 +298,60 @@ class MpsDouble:
         return torch.device("mps")
 
     def is_allocator_initialized(self) -> bool:
+        self._check_device_allocator()
         return self.allocator_initialized
 
     def device_stats(self, device_index: int) -> dict[str, Any]:
         self.calls.append("getDeviceStats")
         self._check_device_index(device_index)
-        if not self.peak_memory_stats:
-            raise RuntimeError("MPS allocator does not implement getDeviceStats")
+        self._check_device_allocator()
         allocated = {"current": self.allocated_bytes, "peak": self.peak_allocated_bytes}
         return {"allocated_bytes": {"all": allocated}}
 
     def reset_peak_stats(self, device_index: int) -> None:
         self.calls.append("resetPeakStats")
         self._check_device_index(device_index)
-        if not self.peak_memory_stats:
-            raise RuntimeError("MPS allocator does not implement resetPeakStats")
+        self._check_device_allocator()
         self.peak_allocated_bytes = self.allocated_bytes
+
+    def accelerator_empty_cache(self) -> None:
+        self._check_device_allocator()
+        self.empty_cache()
+
+    # The CPU fallback, as the release reads and reports it
+
+    @property
+    def fallback_switched_on(self) -> bool:
+        """Whether PYTORCH_ENABLE_MPS_FALLBACK turned the CPU fallback on, as read at `install()`."""
+        if self._fallback_switched_on is None:
+            raise MpsBindingMisuse("install() the double first: torch reads PYTORCH_ENABLE_MPS_FALLBACK as it loads")
+        return self._fallback_switched_on
+
+    def profiler_log_options(self) -> int:
+        """PYTORCH_MPS_LOG_PROFILE_INFO as torch's MPS profiler parses it, read at the double's first MPS work and
+        kept; a value torch rejects raises its RuntimeError at every MPS work, as a profiler that failed to build
+        is tried again."""
+        if self._profiler_options is None:
+            self._profiler_options = profiler_log_options(os.environ.get("PYTORCH_MPS_LOG_PROFILE_INFO"))
+        return self._profiler_options
+
+    def warn_fallback(self, operator_name: str) -> None:
+        """MPSFallback.mm's TORCH_WARN_ONCE: the first fallback of the process warns, and every one while
+        torch.set_warn_always(True) holds."""
+        if torch.is_warn_always_enabled() or not self._fallback_warned:
+            warnings.warn(FALLBACK_WARNING.format(op=operator_name), UserWarning, stacklevel=3)
+        if not torch.is_warn_always_enabled():
+            self._fallback_warned = True
 
     # Installing
 
     def install(self, patch: Patch) -> None:
         """Replace torch's MPS bindings and the Mac's facts with this double's, through `patch(target, name, value)`
-        (monkeypatch.setattr in a test, plain setattr in a pytest process of its own)."""
+        (monkeypatch.setattr in a test, plain setattr in a pytest process of its own).
+
+        Reads PYTORCH_ENABLE_MPS_FALLBACK now, as torch does once when it loads; raises TorchWouldAbort where the
+        release would end the process on that value."""
+        self._fallback_switched_on = fallback_enabled(os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK"), self.release)
         bindings = {
             "_has_mps": self.built,
             "_mps_is_available": self.is_available,
@@ -274,19 +369,38 @@ class MpsDouble:
             "_mps_emptyCache": self.empty_cache,
             "_mps_setMemoryFraction": self.set_memory_fraction,
             "_mps_is_on_macos_or_newer": self.is_on_macos_or_newer,
+            "_mps_get_default_generator": self.default_generator,
             "_accelerator_getAccelerator": self.current_accelerator,
             "_accelerator_getDeviceIndex": lambda: 0,
             "_accelerator_isAllocatorInitialized": self.is_allocator_initialized,
             "_accelerator_getDeviceStats": self.device_stats,
             "_accelerator_resetPeakStats": self.reset_peak_stats,
-            "_accelerator_emptyCache": self.empty_cache,
+            "_accelerator_emptyCache": self.accelerator_empty_cache,
             "_accelerator_synchronizeDevice": lambda device_index: self.device_synchronize(),
         }
         for name, value in bindings.items():
             patch(torch._C, name, value)
+        self._install_release_surface(patch)
         patch(torch.backends.mps, "is_available", self.is_available)
+        if self.behaviour.has("torch.backends.mps", "is_macos_or_newer"):
+            patch(torch.backends.mps, "is_macos_or_newer", self.is_on_macos_or_newer)
         patch(torch, "autocast", self._autocast)
+        if self.behaviour.grad_scaler_fails_on_float64 and self.behaviour.has("torch.amp", "GradScaler"):
+            patch(torch.amp, "GradScaler", _GradScalerCastingScaleToFloat64)
+        if self.torch_version != str(torch.__version__):
+            patch(torch, "__version__", TorchVersion(self.torch_version))
         self._install_mac(patch)
+
+    def _install_release_surface(self, patch: Patch) -> None:
+        """Take away the attributes perfsuite reads that the release does not have yet (releases.ADDED_IN), by
+        putting a copy of each module without them in its place."""
+        for module_name in sorted({module for module, _ in ADDED_IN}):
+            absent = {attribute for (module, attribute) in ADDED_IN if module == module_name}
+            absent = {attribute for attribute in absent if not self.behaviour.has(module_name, attribute)}
+            if absent:
+                parent_name, _, child = module_name.rpartition(".")
+                parent = _resolve(parent_name)
+                patch(parent, child, _module_without(getattr(parent, child), absent))
 
     def _install_mac(self, patch: Patch) -> None:
         from perfsuite.commands import doctor
@@ -302,22 +416,44 @@ class MpsDouble:
         patch(doctor, "_command_output", lambda command, extra_env=None: answers.get(tuple(command)))
 
     def falls_back(self, ops: Iterator[str] | list[str]) -> Any:
-        """A mode within which the named aten ops (`aten::convolution`) behave as MPS's CPU fallback does."""
-        return _FallBackLikeMps(set(ops))
+        """A mode within which the named aten ops ('aten::convolution', or with an overload, 'aten::add.out')
+        behave as MPS's CPU fallback does."""
+        return _FallBackLikeMps(self, set(ops))
 
     @contextmanager
     def tensors_on_cpu(self) -> Iterator[None]:
-        """Within this block, tensors asked for on "mps" are made on the CPU."""
-        with _KeepMpsOnCpu(self):
+        """Within this block, tensors asked for on "mps" are made on the CPU, and the MPS kernel defects of the
+        release (BatchNorm2d's channels_last backward) apply."""
+        with ExitStack() as stack:
+            stack.enter_context(_KeepMpsOnCpu(self))
+            if self.behaviour.batchnorm_channels_last_backward_wrong:
+                stack.enter_context(_MpsKernelDefects(self))
             yield
 
-    def _autocast(self, device_type: str, dtype: torch.dtype | None = None, **options: Any) -> Any:
-        if device_type == "mps":
-            if dtype not in (torch.float16, torch.bfloat16):
-                raise MpsBindingMisuse(f"MPS autocast takes float16 or bfloat16, got {dtype}")
+    def _autocast(
+        self, device_type: str, dtype: torch.dtype | None = None, enabled: bool = True,
+        cache_enabled: bool | None = None,
+    ) -> Any:
+        """torch.autocast as the release's autocast_mode.py treats "mps" (releases.autocast_rule), run as CPU
+        autocast."""
+        if device_type != "mps":
+            return torch.amp.autocast_mode.autocast(
+                device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled
+            )
+        rule = self.behaviour.autocast
+        if not rule.device_accepted:
+            raise RuntimeError(AUTOCAST_UNSUPPORTED_DEVICE)
+        dtype = torch.float16 if dtype is None else dtype
+        if enabled or rule.checked_when_disabled:
+            if str(dtype).removeprefix("torch.") not in rule.dtypes:
+                warnings.warn(rule.unsupported_dtype_warning, UserWarning, stacklevel=2)
+                enabled = False
+            elif dtype == torch.bfloat16 and rule.bf16_needs_macos_14 and not self.is_on_macos_or_newer(14, 0):
+                warnings.warn(AUTOCAST_BF16_BELOW_MACOS_14, UserWarning, stacklevel=2)
+                enabled = False
+        if enabled:
             self.autocast_dtypes.append(dtype)
-            device_type = "cpu"
-        return torch.amp.autocast_mode.autocast(device_type, dtype=dtype, **options)
+        return torch.amp.autocast_mode.autocast("cpu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     def _event(self, event_id: int) -> FakeEvent:
         if not isinstance(event_id, int) or event_id not in self.events:
@@ -338,6 +474,40 @@ class MpsDouble:
     def _check_device_index(self, device_index: int) -> None:
         if device_index != 0:
             raise MpsBindingMisuse(f"MPS has one device, index 0; asked for {device_index!r}")
+
+    def _check_device_allocator(self) -> None:
+        if self.behaviour.peak_memory != "peak":
+            # c10::getDeviceAllocator's TORCH_INTERNAL_ASSERT (c10/core/CachingDeviceAllocator.h), as torch words it.
+            raise RuntimeError(
+                "device_allocator INTERNAL ASSERT FAILED at \"c10/core/CachingDeviceAllocator.h\", please report a "
+                f"bug to PyTorch. {NOT_A_DEVICE_ALLOCATOR}"
+            )
+
+
+class _GradScalerCastingScaleToFloat64(torch.amp.GradScaler):
+    """torch.amp.GradScaler as releases before 2.8 run it on MPS: unscale_ (which step() calls) first takes the
+    scale's reciprocal in float64, which an MPS tensor cannot hold."""
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        if self._enabled and self._device == "mps":
+            self._check_scale_growth_tracker("unscale_")
+            raise TypeError(FLOAT64_ON_MPS)
+        super().unscale_(optimizer)
+
+
+def _resolve(dotted_name: str) -> Any:
+    """torch.backends -> the object reached from the torch module by those attributes (patches included)."""
+    target: Any = torch
+    for part in dotted_name.split(".")[1:]:
+        target = getattr(target, part)
+    return target
+
+
+def _module_without(module: Any, absent: set[str]) -> types.ModuleType:
+    """A module object with `module`'s attributes but `absent`."""
+    copy = types.ModuleType(module.__name__, module.__doc__)
+    copy.__dict__.update({name: value for name, value in vars(module).items() if name not in absent})
+    return copy
 
 
 class _MacPlatform:
@@ -363,7 +533,8 @@ class _MacPlatform:
 
 
 class _KeepMpsOnCpu(TorchFunctionMode):
-    """Rewrites every "mps" device argument of a torch function to "cpu", counting the requests."""
+    """Rewrites every "mps" device argument of a torch function to "cpu", counting the requests; the first one is
+    the double's first MPS work, where torch's MPS profiler reads its variable."""
 
     def __init__(self, double: MpsDouble) -> None:
         super().__init__()
@@ -375,39 +546,74 @@ class _KeepMpsOnCpu(TorchFunctionMode):
 
     def _on_cpu(self, value: Any) -> Any:
         if isinstance(value, torch.device) and value.type == "mps":
-            self.double.mps_tensor_requests += 1
-            self.double.allocator_initialized = True
+            self._count_request()
             return torch.device("cpu")
         if isinstance(value, str) and value.split(":")[0] == "mps":
-            self.double.mps_tensor_requests += 1
-            self.double.allocator_initialized = True
+            self._count_request()
             return "cpu"
         return value
 
+    def _count_request(self) -> None:
+        self.double.profiler_log_options()
+        self.double.mps_tensor_requests += 1
+        self.double.allocator_initialized = True
+
 
 class _FallBackLikeMps(TorchDispatchMode):
-    """MPSFallback.mm's behaviour for the chosen ops: warn and log per call with the fallback on, raise without."""
+    """MPSFallback.mm's behaviour for the chosen ops: warn (once) and log per call with the fallback on, raise the
+    release's NotImplementedError without."""
 
-    def __init__(self, ops: set[str]) -> None:
+    def __init__(self, double: MpsDouble, ops: set[str]) -> None:
         super().__init__()
+        self.double = double
         self.ops = ops
+        self.runs = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
-        name = func._schema.name
-        if name in self.ops:
-            try:
-                enabled = int(os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK", "0")) != 0
-            except ValueError:
-                enabled = False
-            if not enabled:
-                raise NotImplementedError(
-                    f"The operator '{name}' is not currently implemented for the MPS device. If you want this op to be "
-                    "considered for addition please comment on https://github.com/pytorch/pytorch/issues/141287"
+        schema_name = func._schema.name
+        operator_name = _operator_name(func)
+        if schema_name in self.ops or operator_name in self.ops:
+            double = self.double
+            log_options = double.profiler_log_options()
+            if not double.fallback_switched_on:
+                message = double.behaviour.not_implemented_message
+                raise NotImplementedError(message.format(op=operator_name, commit=torch.version.git_version))
+            double.warn_fallback(operator_name)
+            if log_options & CPU_FALLBACK_INFO:
+                self.runs += 1
+                line = PROFILER_FALLBACK_LINE.format(
+                    op=schema_name, tensors="[tensor]", id=0, run=self.runs, overhead="0 bytes"
                 )
-            warnings.warn(
-                f"The operator '{name}' is not currently supported on the MPS backend and will fall back to run on "
-                "the CPU. This may have performance implications.", UserWarning, stacklevel=2,
-            )
-            if int(os.environ.get("PYTORCH_MPS_LOG_PROFILE_INFO", "0") or 0) & (1 << 2):
-                print(f"CPU Fallback::{name}:[tensor] (id=0, run=1, CopyOverhead=0.0 ms)", file=sys.stderr, flush=True)
+                print(line, file=sys.stderr, flush=True)
         return func(*args, **(kwargs or {}))
+
+
+class _MpsKernelDefects(TorchDispatchMode):
+    """MPS kernels that compute something else than the CPU's: BatchNorm2d's backward on a channels_last input,
+    whose MPS graph reads the NCHW-contiguous copy of the input as if it were NHWC (wrong input and weight
+    gradients, the bias gradient right), or, on macOS 26, raises a view error."""
+
+    def __init__(self, double: MpsDouble) -> None:
+        super().__init__()
+        self.double = double
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
+        if func is torch.ops.aten.native_batch_norm_backward.default and _is_channels_last_4d(args[1]):
+            if is_at_least(self.double.mac.macos_release, (26,)):
+                raise RuntimeError(VIEW_NOT_COMPATIBLE)
+            batch, channels, height, width = args[1].shape
+            misread = args[1].contiguous().reshape(batch, height, width, channels).permute(0, 3, 1, 2)
+            args = (args[0], misread, *args[2:])
+        return func(*args, **(kwargs or {}))
+
+
+def _operator_name(func: torch._ops.OpOverload) -> str:
+    """c10::OperatorName as torch prints it: 'aten::add.out', 'aten::convolution' for the default overload."""
+    overload = func._schema.overload_name
+    return f"{func._schema.name}.{overload}" if overload else func._schema.name
+
+
+def _is_channels_last_4d(tensor: torch.Tensor) -> bool:
+    return (
+        tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last) and not tensor.is_contiguous()
+    )

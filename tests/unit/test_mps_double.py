@@ -11,9 +11,9 @@ import time
 
 import pytest
 import torch
-from mps_double import MpsDouble, MpsEventHang
+from mps_double import MacFacts, MpsDouble, MpsEventHang
 
-from perfsuite.matrix.cases import parse_version
+from perfsuite.coverage.runtime import mps_unavailable_reason
 from perfsuite.run import devices
 from perfsuite.run.devices import backend
 
@@ -68,11 +68,19 @@ def test_mps_is_available_under_the_double(mps):
     assert backend("mps").availability() == devices.Availability(True)
 
 
-def test_unusable_mps_names_the_macos_the_installed_torch_needs(monkeypatch):
-    install(monkeypatch, MpsDouble(available=False))
-    reason = backend("mps").availability().reason
-    needed = "14.0" if parse_version(torch.__version__) >= (2, 9) else "13.0"
-    assert f"needs macOS >= {needed}" in reason
+MACOS_TOO_OLD_FOR_EACH_RELEASE = [("2.5.1", "12.2", "12.3"), ("2.7.1", "12.6", "13.0"), ("2.13.0", "13.6", "14.0")]
+
+
+@pytest.mark.parametrize(("torch_version", "macos", "needed"), MACOS_TOO_OLD_FOR_EACH_RELEASE)
+def test_unusable_mps_names_the_macos_the_torch_release_needs(monkeypatch, torch_version, macos, needed):
+    install(monkeypatch, MpsDouble(torch_version=torch_version, mac=MacFacts(macos_version=macos)))
+    assert f"needs macOS >= {needed}" in backend("mps").availability().reason
+
+
+@pytest.mark.parametrize(("torch_version", "macos", "needed"), MACOS_TOO_OLD_FOR_EACH_RELEASE)
+def test_the_coverage_runtime_check_names_the_macos_the_torch_release_needs(monkeypatch, torch_version, macos, needed):
+    install(monkeypatch, MpsDouble(torch_version=torch_version, mac=MacFacts(macos_version=macos)))
+    assert f"needs macOS >= {needed} on Apple silicon" in mps_unavailable_reason()
 
 
 def test_mps_synchronize_reaches_the_device_binding(mps):
@@ -114,7 +122,7 @@ def test_mps_memory_figure_is_the_allocator_peak_where_torch_keeps_one(mps):
 
 
 def test_mps_memory_figure_falls_back_to_the_driver_allocation_without_peak_statistics(monkeypatch):
-    double = install(monkeypatch, MpsDouble(peak_memory_stats=False))
+    double = install(monkeypatch, MpsDouble(torch_version="2.12.0"))
     with double.tensors_on_cpu():
         assert backend("mps").memory_figure_name() == "mps_driver_allocated_bytes"
 
@@ -134,7 +142,7 @@ def test_mps_peak_covers_the_window_since_the_reset(mps):
 
 
 def test_mps_memory_figures_without_peak_statistics_are_the_driver_and_current_allocation(monkeypatch):
-    double = install(monkeypatch, MpsDouble(peak_memory_stats=False))
+    double = install(monkeypatch, MpsDouble(torch_version="2.12.0"))
     double.allocate(200)
     with double.tensors_on_cpu():
         backend("mps").reset_memory_peak()

@@ -139,3 +139,24 @@ def test_a_patch_release_is_at_most_its_minor_release():
 
 def test_macos_14_counts_as_14_0():
     assert mps_support.is_at_least((14,), (14, 0))
+
+
+# torch.compile's inductor on MPS
+
+
+def test_inductor_on_mps_before_2_7_is_skipped_for_want_of_an_mps_backend():
+    assert mps_support.mps_inductor_skip_reason((2, 6)) == (
+        "torch.compile's inductor has no MPS backend before torch 2.7 (installed 2.6)"
+    )
+
+
+def test_inductor_on_mps_in_2_7_is_skipped_as_the_prototype_torch_warns_it_is():
+    reason = mps_support.mps_inductor_skip_reason((2, 7, 1))
+    assert reason is not None
+    assert "torch 2.7.1's inductor backend for MPS is an early prototype" in reason
+    assert "pytorch/pytorch#150121" in reason and "from torch 2.8" in reason
+
+
+@pytest.mark.parametrize("torch_release", [(2, 8), (2, 13)])
+def test_inductor_on_mps_runs_from_2_8(torch_release):
+    assert mps_support.mps_inductor_skip_reason(torch_release) is None

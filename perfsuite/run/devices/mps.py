@@ -40,10 +40,10 @@ class Backend(TorchDevice):
                 False, f"torch {torch.__version__} was built without MPS (only macOS builds for Apple silicon have it)"
             )
         if not torch.backends.mps.is_available():
-            macos = mps.dotted(mps.min_macos_for_mps(parse_version(torch.__version__)))
+            needs = mps.mps_unusable_hint(parse_version(torch.__version__))
             return Availability(
-                False, f"torch {torch.__version__} has MPS but the device is unusable: it needs macOS >= {macos} on "
-                "Apple silicon and a native arm64 Python (not Rosetta); run `perfsuite doctor --device mps`"
+                False, f"torch {torch.__version__} has MPS but the device is unusable: it needs {needs} (not "
+                "Rosetta); run `perfsuite doctor --device mps`"
             )
         return Availability(True)
 
@@ -84,7 +84,10 @@ class Backend(TorchDevice):
 
     def memory_figure_name(self) -> str:
         """The allocator's peak (`torch.accelerator.max_memory_allocated()`) where the installed torch keeps MPS peak
-        statistics; otherwise the driver's allocation after the timed rounds, which is not a peak."""
+        statistics, from torch 2.13 (`mps_support.MIN_TORCH_FOR_MPS_PEAK_MEMORY`; 2.9-2.12's torch.accelerator
+        memory statistics raise 'Allocator for mps is not a DeviceAllocator.' on MPS, and earlier releases have
+        none); otherwise the driver's allocation after the timed rounds, which is not a peak. Asked of the installed
+        torch at run time, not inferred from its version."""
         return PEAK_FIGURE if has_peak_memory() else DRIVER_FIGURE
 
     def reset_memory_peak(self) -> None:
@@ -151,11 +154,9 @@ def skip_reason(case: Case, model: ModelFacts, facts: DeviceFacts) -> str | None
     torch_version = facts.torch_version
     installed = f"installed {version_text(torch_version)}"
     training = base_mode(case.mode) == "train"
-    if case.compile != EAGER and not mps.is_at_least(torch_version, mps.MIN_TORCH_FOR_MPS_INDUCTOR):
-        return (
-            f"torch.compile's inductor backend for MPS arrived in torch {mps.dotted(mps.MIN_TORCH_FOR_MPS_INDUCTOR)} "
-            f"({installed})"
-        )
+    inductor_reason = mps.mps_inductor_skip_reason(torch_version) if case.compile != EAGER else None
+    if inductor_reason:
+        return inductor_reason
     if case.dtype == "fp16" and not mps.is_at_least(torch_version, mps.MIN_TORCH_FOR_MPS_FP16_AUTOCAST):
         return f"fp16 autocast on MPS needs torch >= {mps.dotted(mps.MIN_TORCH_FOR_MPS_FP16_AUTOCAST)} ({installed})"
     if case.dtype == "bf16":

@@ -28,6 +28,12 @@ Fact = str | int | float | bool | None
 # The band of a case when none is configured: the smallest change in time, or in memory, that matters (10%).
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_MEMORY_TOLERANCE = 0.10
+# What the timed rounds measure: `step`, steps run back to back as a training or serving loop runs them, the device
+# drained once at each round's end (its time per step is what the loop sees: throughput); or `latency`, one step and
+# a drain per round (what one request waits at batch 1).
+STEP_FIGURE = "step"
+LATENCY_FIGURE = "latency"
+FIGURES = (STEP_FIGURE, LATENCY_FIGURE)
 # The compile mode of a step run as written; the matrix's other modes are declared in perfsuite.matrix.axes.
 EAGER = "eager"
 
@@ -108,6 +114,9 @@ class Run:
     `config_digest` hashes the model's parameter and input shapes; `threads` is torch's CPU thread count.
     `gpu_busy_fraction` is GPU kernel time / step time from one profiled pass (CUDA only), `event_median_s`
     the median of device-event times of a few steps; `facts` are further figures (e.g. denoising steps).
+    `figure` says what the rounds measure (STEP_FIGURE: `steps_per_round` steps back to back, then a drain, each
+    round time divided by the steps; LATENCY_FIGURE: one step and a drain); `latency_median_s` is the median of
+    single steps each followed by a drain (None where not measured).
     """
 
     case: Case
@@ -123,6 +132,9 @@ class Run:
     gpu_busy_fraction: float | None = None
     event_median_s: float | None = None
     facts: Mapping[str, Fact] = field(default_factory=dict)
+    figure: str = STEP_FIGURE
+    steps_per_round: int = 1
+    latency_median_s: float | None = None
 
     def __post_init__(self) -> None:
         # A tuple keeps the record immutable even when a list was passed in.
@@ -319,8 +331,9 @@ class StoredRun:
 class BaselineEntry(RunMedians):
     """A case's baseline: its history of runs, oldest first, and the facts a new measurement must share.
 
-    `machine` holds the facts that identify the machine the runs came from (see `run.devices.machine_identity`);
-    `tolerance` and `memory_tolerance` are the bands in force when it was recorded, as fractions.
+    `machine` holds the facts that identify the machine the runs came from (`store.baselines.machine_identity`);
+    `tolerance` and `memory_tolerance` are the bands in force when it was recorded, as fractions; `figure` what its
+    rounds measured (an entry recorded before the figure was stored timed one step and a drain a round: latency).
     """
 
     case: Case
@@ -335,6 +348,7 @@ class BaselineEntry(RunMedians):
     tolerance: float
     memory_tolerance: float
     runs: tuple[StoredRun, ...]
+    figure: str = STEP_FIGURE
 
     @property
     def memory_bytes(self) -> int | None:

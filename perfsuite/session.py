@@ -91,7 +91,7 @@ class Session:
         from perfsuite.run.measure import measure
 
         if self.plan.in_pytest_process:
-            return [measure(case, self.plan.measure, fixture)]
+            return [measure(case, self.plan.measure, self.plan.rounds, fixture)]
         if self.outcomes is None:
             from perfsuite.run.processes import Interrupted, measure_in_processes
 
@@ -153,7 +153,8 @@ def plan_of(settings: Settings, cases: Sequence[Case], rounds: RoundSettings, pr
 
         sources = {case.model: workload_sources(get_workload(case.model)) for case in cases}
     return SessionPlan(
-        tuple(cases), settings.processes, MeasureSettings(settings.warmup_steps, settings.ddp_processes), rounds,
+        tuple(cases), settings.processes,
+        MeasureSettings(settings.warmup_steps, settings.ddp_processes, figure=settings.figure), rounds,
         settings.isolation, settings.threads, sources, (str(project_root),),
     )
 

@@ -29,7 +29,7 @@ from perfsuite.matrix.axes import (
     PROFILES,
 )
 from perfsuite.matrix.cases import MatrixOptions, parse_batch_sizes, parse_benchmark_id, parse_names
-from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, check_band
+from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, FIGURES, STEP_FIGURE, check_band
 from perfsuite.run.plan import ISOLATIONS, Isolation
 from perfsuite.store.baselines import MAX_MACHINE_NAME_BYTES
 from perfsuite.store.files import read_text_capped, special_file_kind
@@ -87,6 +87,9 @@ OPTIONS = (
     Option("compile", "comma-separated eager,inductor,reduce-overhead,cuda-graph: the step as written, through "
            "torch.compile, through torch.compile's CUDA-graph mode, or replayed as a captured CUDA graph "
            "(default: eager)"),
+    Option("figure", "what the rounds time: step (steps back to back, the device drained once a round: the time a "
+           "training or serving loop sees per step) or latency (one step and a drain a round: what one request "
+           "waits); the gate and A/B judge it (default: step)"),
     Option("warmup", f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})"),
     Option("processes", "measure every case in K fresh processes, interleaved across cases (default: 1, in the "
            "pytest process); the gate judges runs, so K >= 3 calibrates it"),
@@ -123,6 +126,7 @@ class RawSettings:
     mode: Any = None
     profile: Any = None
     compile: Any = None
+    figure: Any = None
     warmup: Any = None
     processes: Any = None
     isolation: Any = None
@@ -164,6 +168,7 @@ class Settings:
     memory_tolerances: Mapping[str, float] = field(default_factory=dict)
     profile_chosen: bool = False
     isolation: Isolation = "case"
+    figure: str = STEP_FIGURE
     update_baseline: bool = False
     rebaseline: bool = False
 
@@ -291,6 +296,7 @@ def validate_settings(
         memory_tolerances=_tolerance_table(raw.memory_tolerance, where("memory_tolerance"), workload_names),
         profile_chosen=raw.profile is not None,
         isolation=_isolation(raw.isolation, where("isolation")),
+        figure=_one_name(raw.figure, FIGURES, where("figure")) if raw.figure is not None else STEP_FIGURE,
         update_baseline=_switch(raw.update_baseline, where("update_baseline")),
         rebaseline=_switch(raw.rebaseline, where("rebaseline")),
     )

@@ -1,5 +1,8 @@
 """Fixtures shared by the test folders."""
 
+import os
+from collections.abc import Iterator
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -28,3 +31,19 @@ def planted_fallback() -> Workload:
         make_target=lambda profile, batch_size: torch.randn(batch_size, 8),
         loss=lambda output, target: F.mse_loss(output, target),
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _not_an_xdist_worker_for_inner_sessions() -> Iterator[None]:
+    """Under `pytest -n`, the pytest sessions a test starts (pytester, worker processes) inherit xdist's variables,
+    and pytest-benchmark then believes it runs under xdist and disables itself; they are sessions of their own, each
+    given one torch thread."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            # Two workers on a small machine: torch's threads in each, and in the sessions they start, would
+            # oversubscribe its cores many times over.
+            monkeypatch.setenv("OMP_NUM_THREADS", "1")
+            torch.set_num_threads(1)
+        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+            monkeypatch.delenv(name, raising=False)
+        yield

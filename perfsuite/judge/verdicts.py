@@ -99,7 +99,7 @@ def incompatibility_reasons(
     current: Measurement, baseline: BaselineEntry, current_machine: Mapping[str, str]
 ) -> tuple[str, ...]:
     """Why `current` may not be compared with `baseline` at all: another machine, model configuration
-    (config_digest), torch version or thread count. Empty when they are comparable."""
+    (config_digest), torch version, figure (step or latency) or thread count. Empty when they are comparable."""
     run = current.last
     pairs: list[tuple[str, object, object]] = [
         (f"machine {key}", baseline.machine.get(key), current_machine.get(key))
@@ -108,6 +108,7 @@ def incompatibility_reasons(
     pairs += [
         ("config_digest", baseline.config_digest, run.config_digest),
         ("torch_version", baseline.torch_version, run.torch_version),
+        ("figure", baseline.figure, run.figure),
     ]
     if baseline.threads is not None:
         pairs.append(("threads", baseline.threads, run.threads))

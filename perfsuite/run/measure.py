@@ -15,22 +15,31 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 import traceback
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from perfsuite.matrix.axes import base_mode
-from perfsuite.records import Case, Fact, Failure, Outcome, Run
+from perfsuite.records import LATENCY_FIGURE, Case, Fact, Failure, Outcome, Run
 from perfsuite.run.compiled import CaptureImpossible, DynamoCounts, WrongCompiledResult
 from perfsuite.run.devices import DeviceBackend, backend
-from perfsuite.run.plan import MeasureSettings
+from perfsuite.run.plan import MeasureSettings, RoundSettings, rounds_for, steps_per_round
 from perfsuite.run.steps import PreparedCase, WrongResult, count_flops, prepare_case
 from perfsuite.workloads import get_workload
 
 EVENT_TIMED_STEPS = 5
+# The single synced steps whose median is a case's latency.
+LATENCY_STEPS = 20
+# How the drain's cost is found on an accelerator: turns of single synced steps and of a window of back-to-back
+# steps lasting about CALIBRATION_WINDOW_S.
+CALIBRATION_TURNS = 3
+MIN_CALIBRATION_STEPS = 5
+CALIBRATION_WINDOW_S = 0.02
 # Compile modes that go through torch.compile (and so Dynamo's counters).
 TORCH_COMPILE_MODES = ("inductor", "reduce-overhead")
 # How much of a traceback a failure keeps as its details.
@@ -45,13 +54,13 @@ class CompiledDuringRounds(Exception):
     """torch.compile compiled during the timed rounds: the times would include compilation."""
 
 
-def measure(case: Case, settings: MeasureSettings, fixture: Any) -> Outcome:
-    """Measure `case` with the pytest-benchmark fixture `fixture`: its `Run`, a `Failure` (never an exception,
-    except an interrupt), or None when no round was timed (`--benchmark-disable` runs the step once, untimed).
-    The run's figures also land in `fixture.extra_info`."""
+def measure(case: Case, settings: MeasureSettings, rounds: RoundSettings, fixture: Any) -> Outcome:
+    """Measure `case` with the pytest-benchmark fixture `fixture` and its `rounds` settings: its `Run`, a `Failure`
+    (never an exception, except an interrupt), or None when no round was timed (`--benchmark-disable` runs the step
+    once, untimed). The run's figures also land in `fixture.extra_info`."""
     device = backend(case.device)
     try:
-        run = _measure(case, settings, fixture, device)
+        run = _measure(case, settings, rounds, fixture, device)
     except Exception as error:
         return failure_of(case, error, device)
     if run is not None:
@@ -87,63 +96,201 @@ def crashed(case: Case, exit_status: int, output_tail: str) -> Failure:
     )
 
 
-def _measure(case: Case, settings: MeasureSettings, fixture: Any, device: DeviceBackend) -> Run | None:
+def _measure(
+    case: Case, settings: MeasureSettings, rounds: RoundSettings, fixture: Any, device: DeviceBackend
+) -> Run | None:
     workload = get_workload(case.model)
-    device.free_cached_memory()
-    prepared: PreparedCase | None = None
+    warm = open_case(case, settings, rounds)
     try:
-        prepared = _prepare(case, settings.ddp_processes)
-        digest, parameter_count, samples = prepared.config_digest, prepared.parameter_count, prepared.samples
-        facts: dict[str, Fact] = dict(prepared.extra_facts)
-        compiling = case.compile in TORCH_COMPILE_MODES
-        before_warmup = DynamoCounts.now() if compiling else None
-        check_warmup(prepared, settings.warmup_steps)
-        flops_per_step = prepared.flops_per_step
-        if flops_per_step is None:
-            flops_per_step = count_flops(prepared.run_step)
-        device.synchronize()
         device.reset_memory_peak()
-        before_rounds = DynamoCounts.now() if compiling else None
         in_use_before_bytes = device.memory_in_use_bytes()
-        fixture(prepared.timed_step)  # each round ends with the device drained
+        target = PipelinedSteps(warm.prepared.run_step, device.synchronize, warm.steps_per_round)
+        fixture.pedantic(target, rounds=rounds_for(warm.step_s * warm.steps_per_round, rounds),
+                         iterations=warm.steps_per_round, warmup_rounds=0)
+        device.synchronize()  # pytest-benchmark calls the target once more after the rounds, for its result
         in_use_after_bytes = device.memory_in_use_bytes()
-        if before_warmup is not None and before_rounds is not None:
-            facts["compile_warmup_frames"] = before_rounds.since(before_warmup).frames
-            check_no_compilation(case, DynamoCounts.now().since(before_rounds), settings.warmup_steps)
+        warm.check_no_compilation()
         stats = getattr(fixture, "stats", None)
         round_times_s = list(stats.stats.data) if stats is not None else []
         memory_bytes = device.memory_figures_bytes()
         memory_figure = device.memory_figure_name()
-        event_times_s = device.event_times_s(prepared.run_step, EVENT_TIMED_STEPS)
+        latency_median_s = (
+            statistics.median(round_times_s) if warm.figure == LATENCY_FIGURE or not round_times_s
+            else warm.latency_s(LATENCY_STEPS)
+        )
+        event_times_s = device.event_times_s(warm.prepared.run_step, EVENT_TIMED_STEPS)
         event_median_s = None if event_times_s is None else statistics.median(event_times_s)
         busy = None
         if round_times_s:
-            kernel_s = device.kernel_time_s(prepared.run_step)
+            kernel_s = device.kernel_time_s(warm.prepared.run_step)
             busy = None if kernel_s is None else min(1.0, kernel_s / statistics.median(round_times_s))
     finally:
-        if prepared is not None:
-            prepared.close()
-        del prepared
-        device.free_cached_memory()
+        warm.close()
     if not round_times_s:
         return None
+    facts = dict(warm.facts)
     if in_use_before_bytes is not None and in_use_after_bytes is not None:
         facts["memory_growth_bytes"] = in_use_after_bytes - in_use_before_bytes
     return Run(
         case=case,
         round_times_s=tuple(round_times_s),
-        samples_per_step=samples,
-        flops_per_step=flops_per_step,
+        samples_per_step=warm.samples_per_step,
+        flops_per_step=warm.flops_per_step,
         memory_figure=memory_figure,
         memory_bytes=memory_bytes.get(memory_figure),
-        config_digest=digest,
+        config_digest=warm.config_digest,
         torch_version=torch.__version__,
         threads=torch.get_num_threads(),
-        parameter_count=parameter_count,
+        parameter_count=warm.parameter_count,
         gpu_busy_fraction=busy,
         event_median_s=event_median_s,
         facts={**workload.extra_facts, **facts, **memory_bytes, "fresh_process": settings.fresh_process},
+        figure=warm.figure,
+        steps_per_round=warm.steps_per_round,
+        latency_median_s=latency_median_s,
     )
+
+
+class PipelinedSteps:
+    """What pytest-benchmark times, `steps_per_round` calls a round (its `iterations`): each call queues one step,
+    and the last call of a round waits for the device, so a round's time divided by its steps is the time per step
+    of a loop that never waits in between (pytest-benchmark divides by the iterations itself)."""
+
+    def __init__(self, run_step: Callable[[], object], synchronize: Callable[[], None], steps_per_round: int) -> None:
+        self.run_step, self.synchronize, self.steps_per_round = run_step, synchronize, steps_per_round
+        self.calls = 0
+
+    def __call__(self) -> object:
+        output = self.run_step()
+        self.calls += 1
+        if self.calls == self.steps_per_round:
+            self.calls = 0
+            self.synchronize()
+        return output
+
+
+@dataclass
+class WarmCase:
+    """A case built on its device and warmed up, ready for timed rounds: `steps_per_round` steps back to back then
+    one drain of the device make a round (one step for the latency figure); `step_s` is the calibration's estimate
+    of one step's time in such a round. `close()` releases what it holds."""
+
+    case: Case
+    prepared: PreparedCase
+    device: DeviceBackend
+    figure: str
+    steps_per_round: int
+    step_s: float
+    flops_per_step: int | None
+    facts: dict[str, Fact]
+    warmup_steps: int
+    _before_rounds: DynamoCounts | None = None
+
+    @property
+    def config_digest(self) -> str:
+        return self.prepared.config_digest
+
+    @property
+    def parameter_count(self) -> int:
+        return self.prepared.parameter_count
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.prepared.samples
+
+    def time_rounds(self, duration_s: float) -> list[float]:
+        """Timed rounds for at least one round and about `duration_s` seconds: each round's time per step."""
+        run_step, synchronize, steps = self.prepared.run_step, self.device.synchronize, self.steps_per_round
+        times_s: list[float] = []
+        end_s = time.perf_counter() + duration_s
+        while not times_s or time.perf_counter() < end_s:
+            start_s = time.perf_counter()
+            for _ in range(steps):
+                run_step()
+            synchronize()
+            times_s.append((time.perf_counter() - start_s) / steps)
+        return times_s
+
+    def latency_s(self, steps: int) -> float:
+        """The median time of `steps` single steps, each followed by a drain of the device: what one request waits."""
+        times_s = []
+        for _ in range(steps):
+            start_s = time.perf_counter()
+            self.prepared.run_step()
+            self.device.synchronize()
+            times_s.append(time.perf_counter() - start_s)
+        return statistics.median(times_s)
+
+    def check_no_compilation(self) -> None:
+        """Raise CompiledDuringRounds when torch.compile compiled a frame since the warm-up ended."""
+        if self._before_rounds is not None:
+            check_no_compilation(self.case, DynamoCounts.now().since(self._before_rounds), self.warmup_steps)
+
+    def close(self) -> None:
+        self.prepared.close()
+        self.device.free_cached_memory()
+
+
+def open_case(case: Case, settings: MeasureSettings, rounds: RoundSettings) -> WarmCase:
+    """Build `case` on its device, run the warm-up steps (a non-finite training loss raises NonFiniteLoss), count
+    its FLOPs once, and choose the steps of a round: enough that the drain at its end costs at most
+    ROUND_SYNC_SHARE of it, within `rounds`' budget. Raises what building or warming raises (`failure_of` says
+    what it means); the case is closed again on any error."""
+    device = backend(case.device)
+    device.free_cached_memory()
+    prepared = _prepare(case, settings.ddp_processes)
+    try:
+        facts: dict[str, Fact] = dict(prepared.extra_facts)
+        compiling = case.compile in TORCH_COMPILE_MODES
+        before_warmup = DynamoCounts.now() if compiling else None
+        warmup_s = check_warmup(prepared, settings.warmup_steps)
+        flops_per_step = prepared.flops_per_step
+        if flops_per_step is None:
+            flops_per_step = count_flops(prepared.run_step)
+        device.synchronize()
+        step_s, steps = calibrate(prepared, device, settings.figure, rounds, warmup_s)
+        before_rounds = DynamoCounts.now() if compiling else None
+        if before_warmup is not None and before_rounds is not None:
+            facts["compile_warmup_frames"] = before_rounds.since(before_warmup).frames
+    except BaseException:
+        prepared.close()
+        device.free_cached_memory()
+        raise
+    return WarmCase(case, prepared, device, settings.figure, steps, step_s, flops_per_step, facts,
+                    settings.warmup_steps, before_rounds)
+
+
+def calibrate(
+    prepared: PreparedCase, device: DeviceBackend, figure: str, rounds: RoundSettings, warmup_s: Sequence[float]
+) -> tuple[float, int]:
+    """(the time of one step in a round, the steps of a round). The latency figure times one step a round. On a
+    device that runs eagerly (the CPU) a drain costs nothing, so a round is one step too. On an accelerator, steps
+    run back to back and each followed by a drain are timed in turn, CALIBRATION_TURNS times (so a slow spell of the
+    host lands on both); the drain's cost per step is the difference of their medians."""
+    one_step_s = statistics.median(warmup_s) if warmup_s else _synced_steps_s(prepared, device, 1)
+    if figure == LATENCY_FIGURE or not device.is_accelerator:
+        return one_step_s, steps_per_round(one_step_s, 0.0, rounds)
+    window = max(MIN_CALIBRATION_STEPS, math.ceil(CALIBRATION_WINDOW_S / max(one_step_s, 1e-7)))
+    synced, pipelined = [], []
+    for _ in range(CALIBRATION_TURNS):
+        synced.append(_synced_steps_s(prepared, device, MIN_CALIBRATION_STEPS))
+        start_s = time.perf_counter()
+        for _ in range(window):
+            prepared.run_step()
+        device.synchronize()
+        pipelined.append((time.perf_counter() - start_s) / window)
+    step_s = statistics.median(pipelined)
+    return step_s, steps_per_round(step_s, statistics.median(synced) - step_s, rounds)
+
+
+def _synced_steps_s(prepared: PreparedCase, device: DeviceBackend, steps: int) -> float:
+    times_s = []
+    for _ in range(steps):
+        start_s = time.perf_counter()
+        prepared.run_step()
+        device.synchronize()
+        times_s.append(time.perf_counter() - start_s)
+    return statistics.median(times_s)
 
 
 def _prepare(case: Case, ddp_processes: int | None) -> PreparedCase:
@@ -158,11 +305,16 @@ def _prepare(case: Case, ddp_processes: int | None) -> PreparedCase:
     return prepared
 
 
-def check_warmup(prepared: PreparedCase, warmup_steps: int) -> None:
-    """Run the warm-up steps; for training, fail on a non-finite loss naming the step and the value."""
+def check_warmup(prepared: PreparedCase, warmup_steps: int) -> list[float]:
+    """Run the warm-up steps, each followed by a drain of the device; for training, fail on a non-finite loss naming
+    the step and the value. Returns the times of the warm-up steps after the first (which pays first-call costs)."""
     training = base_mode(prepared.case.mode) == "train"
+    times_s = []
     for step in range(1, warmup_steps + 1):
+        start_s = time.perf_counter()
         output = prepared.timed_step()
+        if step > 1:
+            times_s.append(time.perf_counter() - start_s)
         if training and isinstance(output, torch.Tensor) and output.numel() == 1:
             loss = float(output.detach().float().cpu())
             if not math.isfinite(loss):
@@ -171,6 +323,7 @@ def check_warmup(prepared: PreparedCase, warmup_steps: int) -> None:
                     "trains to NaN or infinity is broken, so it is not timed (check the model, its inputs and "
                     "its learning rate)"
                 )
+    return times_s
 
 
 def check_no_compilation(case: Case, during_rounds: DynamoCounts, warmup_steps: int) -> None:
@@ -238,6 +391,7 @@ def extra_info(run: Run) -> dict[str, Fact]:
         "memory_figure": run.memory_figure, "memory_bytes": run.memory_bytes,
         "samples_per_s": run.samples_per_s, "tflops_per_s": run.tflops_per_s,
         "event_median_s": run.event_median_s, "gpu_busy_fraction": run.gpu_busy_fraction,
-        "threads": run.threads,
+        "threads": run.threads, "figure": run.figure, "steps_per_round": run.steps_per_round,
+        "latency_median_s": run.latency_median_s,
         **run.facts,
     }

@@ -8,12 +8,13 @@ and a crash takes one case with it; `"pass"`: one process per pass, torch and th
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from perfsuite.records import Case, WorkloadSource
+from perfsuite.records import STEP_FIGURE, Case, WorkloadSource
 
 Isolation = Literal["case", "pass"]
 ISOLATIONS: tuple[Isolation, ...] = ("case", "pass")
@@ -29,15 +30,36 @@ class RoundSettings:
     min_time_s: float = 5e-6
 
 
+# The share of a round the drain at its end may cost: a loop that never waits sees the time per step without it.
+ROUND_SYNC_SHARE = 0.01
+
+
+def steps_per_round(step_s: float, sync_cost_s: float, rounds: RoundSettings) -> int:
+    """The steps of one round: enough that the drain's cost per step `sync_cost_s` (a synced step's time less a
+    back-to-back step's `step_s`) is at most ROUND_SYNC_SHARE of the round, and that a round lasts `min_time_s`;
+    at most what lets `min_rounds` rounds fit in `max_time_s`; at least one."""
+    wanted = math.ceil(max(sync_cost_s, 0.0) / (ROUND_SYNC_SHARE * step_s)) if step_s > 0 else 1
+    wanted = max(wanted, math.ceil(rounds.min_time_s / step_s) if step_s > 0 else 1)
+    fits = math.floor(rounds.max_time_s / rounds.min_rounds / step_s) if step_s > 0 else 1
+    return max(1, min(wanted, fits))
+
+
+def rounds_for(round_s: float, rounds: RoundSettings) -> int:
+    """How many rounds of `round_s` seconds to time: `min_rounds`, or more until `max_time_s` is spent (as
+    pytest-benchmark's own calibration decides)."""
+    return max(rounds.min_rounds, math.ceil(rounds.max_time_s / round_s) if round_s > 0 else rounds.min_rounds)
+
+
 @dataclass(frozen=True)
 class MeasureSettings:
     """How each case is measured: `warmup_steps` untimed steps first; `ddp_processes` the processes of a train-ddp
     step (None: the device's default); `fresh_process` says the case has its process to itself, which makes the
-    process's memory figure the case's own."""
+    process's memory figure the case's own; `figure` what the rounds time (records.FIGURES)."""
 
     warmup_steps: int
     ddp_processes: int | None = None
     fresh_process: bool = False
+    figure: str = STEP_FIGURE
 
 
 @dataclass(frozen=True)

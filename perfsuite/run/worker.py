@@ -57,7 +57,8 @@ def spec_of(plan: SessionPlan, cases: Sequence[Case]) -> dict[str, Any]:
     """What a worker needs to measure `cases` as `plan` says, as JSON-ready data."""
     return {
         "cases": [asdict(case) for case in cases], "warmup_steps": plan.measure.warmup_steps,
-        "ddp_processes": plan.measure.ddp_processes, "threads": plan.threads, "rounds": asdict(plan.rounds),
+        "ddp_processes": plan.measure.ddp_processes, "figure": plan.measure.figure, "threads": plan.threads,
+        "rounds": asdict(plan.rounds),
         "workload_sources": {name: list(sources) for name, sources in plan.workload_sources.items()},
         "sys_path": list(plan.sys_path),
     }
@@ -78,6 +79,7 @@ def measure_spec(spec: Mapping[str, Any], out: Path) -> int:
     rounds = RoundSettings(**spec["rounds"])
     settings = MeasureSettings(
         int(spec["warmup_steps"]), spec.get("ddp_processes"), fresh_process=len(spec["cases"]) == 1,
+        figure=spec["figure"],
     )
     for values in spec["cases"]:
         case = Case(**values)
@@ -87,7 +89,7 @@ def measure_spec(spec: Mapping[str, Any], out: Path) -> int:
         except Exception as error:  # the model cannot be found here: the case fails with that message
             outcome = failure_of(case, error)
         else:
-            outcome = measure(case, settings, standalone_benchmark(case.benchmark_id, rounds))
+            outcome = measure(case, settings, rounds, standalone_benchmark(case.benchmark_id, rounds))
         with out.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps({"benchmark_id": case.benchmark_id, **outcome_to_json(outcome)}) + "\n")
     return 0

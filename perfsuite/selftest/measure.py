@@ -67,9 +67,10 @@ def measure_cases(
     random.Random(order_seed).shuffle(order)
     records = []
     for position, selftest_case in enumerate(order):
-        fixture = standalone_benchmark(selftest_case.case.benchmark_id, RoundSettings(max_time_s=max_time_s))
+        rounds = RoundSettings(max_time_s=max_time_s)
+        fixture = standalone_benchmark(selftest_case.case.benchmark_id, rounds)
         start_s = time.perf_counter()
-        run = measure(selftest_case.case, MeasureSettings(warmup_steps), fixture)
+        run = measure(selftest_case.case, MeasureSettings(warmup_steps), rounds, fixture)
         if not isinstance(run, Run):
             raise RuntimeError(f"{selftest_case.name}: {'no round was timed' if run is None else run.message}")
         document = run_to_json(run)

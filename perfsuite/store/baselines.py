@@ -25,7 +25,17 @@ import numpy as np
 
 from perfsuite.errors import REBASELINE_COMMAND, BadFileError
 from perfsuite.matrix.axes import COMPILE_MODES, DEVICES, EAGER
-from perfsuite.records import MIN_ROUND_TIME_S, BaselineEntry, Case, Measurement, StoredRun, is_finite_positive
+from perfsuite.records import (
+    FIGURES,
+    LATENCY_FIGURE,
+    MIN_ROUND_TIME_S,
+    STEP_FIGURE,
+    BaselineEntry,
+    Case,
+    Measurement,
+    StoredRun,
+    is_finite_positive,
+)
 from perfsuite.run.devices import backend
 from perfsuite.store.files import refuse_special_file, special_file_kind, write_text_atomically
 from perfsuite.store.jsonfile import MAX_JSON_INTEGER, parse_json_text, read_json_file
@@ -131,6 +141,7 @@ def entry_of(
         threads=last.threads, machine=dict(identity), memory_figure=last.memory_figure,
         samples_per_step=last.samples_per_step, flops_per_step=last.flops_per_step,
         gpu_busy_fraction=last.gpu_busy_fraction, tolerance=tolerance, memory_tolerance=memory_tolerance,
+        figure=last.figure,
         runs=tuple(
             stored_run(run.round_times_s, run.own_memory_bytes, recorded_at, commit) for run in measurement.runs
         ),
@@ -157,6 +168,7 @@ def append_runs(
             ("torch_version", existing.torch_version, new.torch_version),
             ("threads", new.threads if existing.threads is None else existing.threads, new.threads),
             ("memory_figure", existing.memory_figure, new.memory_figure),
+            ("figure", existing.figure, new.figure),
         ) if old != now
     ]
     if differences:
@@ -188,7 +200,7 @@ def _entry_to_json(entry: BaselineEntry) -> dict[str, Any]:
         "machine": dict(entry.machine), "memory_figure": entry.memory_figure,
         "samples_per_step": entry.samples_per_step, "flops_per_step": entry.flops_per_step,
         "gpu_busy_fraction": entry.gpu_busy_fraction, "tolerance": entry.tolerance,
-        "memory_tolerance": entry.memory_tolerance,
+        "memory_tolerance": entry.memory_tolerance, "figure": entry.figure,
         "runs": [
             {
                 "median_s": run.median_s, "rounds": run.rounds, "round_times_s": list(run.round_times_s),
@@ -316,7 +328,18 @@ def _shared_fields(entry: Any, benchmark_id: str, device: str) -> tuple[str, dic
         "memory_figure": _field(entry, "memory_figure", "text", where),
         "tolerance": float(_field(entry, "tolerance", "fraction", where)),
         "memory_tolerance": float(_field(entry, "memory_tolerance", "fraction", where)),
+        "figure": _figure_of(entry, device, where),
     }
+
+
+def _figure_of(entry: Mapping[str, Any], device: str, where: str) -> str:
+    # Entries recorded before the figure was stored timed one step and a drain of the device a round: latency on an
+    # accelerator; on a device that runs eagerly (the CPU) a round of one step is what the step figure times too.
+    legacy = LATENCY_FIGURE if backend(device).is_accelerator else STEP_FIGURE
+    figure = _field(entry, "figure", "text", where) if "figure" in entry else legacy
+    if figure not in FIGURES:
+        raise _Problem(f"{where} has figure {figure!r}; valid: {', '.join(FIGURES)}")
+    return str(figure)
 
 
 def _entry_v2(entry: Any, benchmark_id: str, device: str) -> BaselineEntry:

@@ -692,7 +692,7 @@ def test_a_symlink_to_dev_zero_is_refused_without_reading_it(tmp_path):
     link = tmp_path / "run.json"
     link.symlink_to("/dev/zero")
     done = run_with_memory_cap(
-        f"from perfsuite.commands.compare import main\nraise SystemExit(main([{str(link)!r}, '--no-chart']))"
+        f"from perfsuite.cli import main\nraise SystemExit(main(['compare', {str(link)!r}, '--no-chart']))"
     )
     assert f"{link}: is a character device (/dev/zero), not a regular file" in done.stderr
     assert done.returncode == 2

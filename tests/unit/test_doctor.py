@@ -505,7 +505,7 @@ def test_a_rosetta_process_records_the_virtual_chip_sysctl_reports(monkeypatch):
 def test_save_facts_refuses_a_fifo_naming_it_and_leaves_it_a_fifo(tmp_path, capsys):
     fifo = tmp_path / "facts.json"
     os.mkfifo(fifo)
-    assert doctor.main(["--save-facts", str(fifo)]) == 2
+    assert cli_main(["doctor", "--save-facts", str(fifo)]) == 2
     assert f"{fifo}: is a FIFO (named pipe), not a regular file" in capsys.readouterr().err
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.listdir(tmp_path) == ["facts.json"]
 
@@ -513,7 +513,7 @@ def test_save_facts_refuses_a_fifo_naming_it_and_leaves_it_a_fifo(tmp_path, caps
 def test_save_facts_refuses_a_symlink_to_a_device_and_keeps_the_link(tmp_path, capsys):
     link = tmp_path / "facts.json"
     link.symlink_to(os.devnull)
-    assert doctor.main(["--save-facts", str(link)]) == 2
+    assert cli_main(["doctor", "--save-facts", str(link)]) == 2
     assert "is a character device (/dev/null), not a regular file" in capsys.readouterr().err
     assert os.readlink(link) == os.devnull
 
@@ -521,20 +521,20 @@ def test_save_facts_refuses_a_symlink_to_a_device_and_keeps_the_link(tmp_path, c
 def test_save_facts_refuses_a_folder_and_leaves_no_partial_file(tmp_path, capsys):
     folder = tmp_path / "facts.json"
     folder.mkdir()
-    assert doctor.main(["--save-facts", str(folder)]) == 2
+    assert cli_main(["doctor", "--save-facts", str(folder)]) == 2
     assert f"{folder}: is a folder, not a regular file" in capsys.readouterr().err
     assert os.listdir(tmp_path) == ["facts.json"]
 
 
 def test_save_facts_makes_a_missing_folder(tmp_path):
     path = tmp_path / "new" / "facts.json"
-    doctor.main(["--save-facts", str(path)])
+    cli_main(["doctor", "--save-facts", str(path)])
     assert doctor.load_facts(path)["facts_version"] == FACTS_VERSION
 
 
 def test_save_facts_under_a_file_exits_2_naming_the_path(tmp_path, capsys):
     blocker = tmp_path / "blocker"
     blocker.write_text("keep")
-    assert doctor.main(["--save-facts", str(blocker / "facts.json")]) == 2
+    assert cli_main(["doctor", "--save-facts", str(blocker / "facts.json")]) == 2
     assert f"cannot write {blocker / 'facts.json'}" in capsys.readouterr().err
     assert blocker.read_text() == "keep"

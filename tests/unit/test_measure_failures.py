@@ -25,9 +25,10 @@ def test_a_non_finite_training_loss_fails_the_case_naming_the_step_and_value(mon
         loss=lambda output, target: (output - target).pow(2).mean() * bad,
         batch_sizes={"smoke": (2,)},
     ))
-    benchmark = standalone_benchmark("diverging", RoundSettings(max_time_s=0.01))
+    rounds = RoundSettings(max_time_s=0.01)
+    benchmark = standalone_benchmark("diverging", rounds)
     case = Case("cpu", "fp32", "diverging", 2, "train", "smoke")
-    outcome = measure.measure(case, MeasureSettings(warmup_steps=2), benchmark)
+    outcome = measure.measure(case, MeasureSettings(warmup_steps=2), rounds, benchmark)
     assert isinstance(outcome, Failure) and outcome.kind == "non-finite-loss"
     assert outcome.message.startswith(f"{case.benchmark_id}: warm-up step 1 returned the loss {bad}")
     assert getattr(benchmark, "stats", None) is None, "a diverging case was timed"
@@ -44,7 +45,7 @@ def test_a_step_that_raises_is_a_failure_naming_the_case_the_error_and_its_trace
         batch_sizes={"smoke": (2,)},
     ))
     case = Case("cpu", "fp32", "broken", 2, "infer", "smoke")
-    outcome = measure.measure(case, MeasureSettings(warmup_steps=1), standalone_benchmark("broken"))
+    outcome = measure.measure(case, MeasureSettings(warmup_steps=1), RoundSettings(), standalone_benchmark("broken"))
     assert isinstance(outcome, Failure) and outcome.kind == "error" and not outcome.skips
     assert outcome.message == f"{case.benchmark_id}: the step raised ValueError: no such layer"
     assert "in broken" in outcome.details and "ValueError: no such layer" in outcome.details
@@ -71,8 +72,9 @@ def test_memory_that_grows_across_the_timed_rounds_is_reported(monkeypatch, leak
         name="hoarder", build_module=lambda profile: _Hoarder(kept) if leaks else torch.nn.Linear(4, 2),
         make_inputs=lambda profile, batch_size: torch.randn(batch_size, 4), batch_sizes={"smoke": (2,)},
     ))
-    benchmark = standalone_benchmark("hoarder", RoundSettings(min_rounds=30, max_time_s=0.01))
-    run = measure.measure(Case("cpu", "fp32", "hoarder", 2, "infer", "smoke"), MeasureSettings(1), benchmark)
+    rounds = RoundSettings(min_rounds=30, max_time_s=0.01)
+    benchmark = standalone_benchmark("hoarder", rounds)
+    run = measure.measure(Case("cpu", "fp32", "hoarder", 2, "infer", "smoke"), MeasureSettings(1), rounds, benchmark)
     assert isinstance(run, Run) and run.rounds >= 30
     growth = run.facts["memory_growth_bytes"]
     if leaks:

@@ -88,7 +88,8 @@ def test_cuda_memory_returns_to_its_level_between_cases():
     levels = []
     for model in ("resnet18", "bert-base", "resnet18", "bert-base"):
         case = Case("cuda", "bf16", model, 8, "train", "smoke")
-        measure(case, MeasureSettings(1), standalone_benchmark(model, RoundSettings(max_time_s=0.05)))
+        rounds = RoundSettings(max_time_s=0.05)
+        measure(case, MeasureSettings(1), rounds, standalone_benchmark(model, rounds))
         levels.append(torch.cuda.memory_allocated())
     assert levels[2] <= levels[0] and levels[3] <= levels[1]
 
@@ -119,7 +120,8 @@ def test_out_of_memory_after_the_rounds_is_an_out_of_memory_failure_and_the_case
     monkeypatch.setattr(measure, "_prepare", prepare_and_watch)
     monkeypatch.setattr(backend("cpu"), "event_times_s", events_out_of_memory)
     case = Case("cpu", "fp32", "tiny-linear-oom", 2, "infer", "smoke")
-    outcome = measure.measure(case, MeasureSettings(1), standalone_benchmark("oom", RoundSettings(max_time_s=0.01)))
+    rounds = RoundSettings(max_time_s=0.01)
+    outcome = measure.measure(case, MeasureSettings(1), rounds, standalone_benchmark("oom", rounds))
     assert isinstance(outcome, Failure) and outcome.kind == "out-of-memory" and outcome.skips
     assert "out of memory at batch size 2" in outcome.message
     assert closed == [case.benchmark_id]

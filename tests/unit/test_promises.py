@@ -508,25 +508,6 @@ def test_the_ddp_rendezvous_store_listens_on_loopback_only():
     assert listening == ["127.0.0.1"]
 
 
-def test_a_session_killed_9_leaves_its_worker_folder_only_until_the_next_worker(tmp_path, monkeypatch):
-    session = subprocess.Popen(
-        [sys.executable, "-c", (
-            "import time, types\nimport perfsuite.run.processes as p\n"
-            "p.subprocess = types.SimpleNamespace(run=lambda c, **o: (print(c[-2], flush=True), time.sleep(600)))\n"
-            "from perfsuite.records import Case\np.run_worker([Case('cpu', 'fp32', 'm', 1, 'infer', 'smoke')], {})\n"
-        )],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)},
-    )
-    assert session.stdout is not None
-    folder = Path(session.stdout.readline().strip()).parent
-    session.kill()
-    session.wait()
-    assert folder.is_dir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with processes.worker_folder():
-        assert not folder.exists()
-
-
 # --- the gate, as a user runs it -----------------------------------------------------------------------------
 
 SLEEPER = """

@@ -16,8 +16,10 @@ import pytest
 
 from perfsuite.records import Case
 from perfsuite.run import processes
+from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
 
 CASE = Case("cpu", "fp32", "tiny", 1, "infer", "smoke")
+PLAN = SessionPlan((CASE,), processes=2, measure=MeasureSettings(warmup_steps=1), rounds=RoundSettings())
 
 # A session whose worker hangs: it prints the worker's spec path, then waits to be killed.
 HANGING_SESSION = """
@@ -30,7 +32,10 @@ def hang(command, **options):
 
 processes.subprocess = types.SimpleNamespace(run=hang)
 from perfsuite.records import Case
-processes.run_worker([Case("cpu", "fp32", "tiny", 1, "infer", "smoke")], {})
+from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
+case = Case("cpu", "fp32", "tiny", 1, "infer", "smoke")
+plan = SessionPlan((case,), processes=2, measure=MeasureSettings(warmup_steps=1), rounds=RoundSettings())
+processes.run_worker(plan, [case])
 """
 
 
@@ -53,8 +58,8 @@ def run_a_quick_worker(monkeypatch: pytest.MonkeyPatch, temporary_root: Path) ->
         processes.subprocess, "run",
         lambda command, **options: subprocess.CompletedProcess(command, 1, stdout="", stderr="stopped"),
     )
-    (line,) = processes.run_worker([CASE], {})
-    assert "exited with status 1" in line["error"]
+    ((case, outcome),) = processes.run_worker(PLAN, [CASE])
+    assert case == CASE and outcome.kind == "crashed" and "exited with status 1" in outcome.message
 
 
 def test_the_folder_of_a_session_killed_9_goes_with_the_next_worker(tmp_path, monkeypatch):

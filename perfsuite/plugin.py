@@ -20,7 +20,7 @@ from perfsuite.records import EAGER, Case, Measurement
 from perfsuite.render.results import session_header
 from perfsuite.run import devices
 from perfsuite.run.plan import RoundSettings
-from perfsuite.session import CaseFailed, CaseSkipped, Session, plan_of
+from perfsuite.session import CaseFailed, CaseSkipped, Session, ab_job, plan_of
 from perfsuite.workloads import default_model_names, model_facts, registered_workloads
 
 _SETTINGS = pytest.StashKey[settings.Settings]()
@@ -123,7 +123,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     )
     gate = Gate(chosen, config.rootpath / chosen.baseline_dir, devices.machine_fingerprint(),
                 current_commit(config.rootpath))
-    run = Session(plan_of(chosen, cases, rounds, config.rootpath), gate, show=lambda line: show_now(config, line))
+    plan = plan_of(chosen, cases, rounds, config.rootpath)
+    try:
+        job = ab_job(chosen, plan, config.rootpath) if cases else None
+    except UsageError as error:
+        raise pytest.UsageError(str(error)) from None
+    run = Session(plan, gate, show=lambda line: show_now(config, line), ab=job)
     if not config.getoption("benchmark_skip", False):
         run.benchmarks = sum(_is_benchmark(item) for item in session.items)
     config.stash[_SESSION], config.stash[_STARTED_S] = run, time.perf_counter()

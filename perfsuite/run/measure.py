@@ -173,7 +173,9 @@ class PipelinedSteps:
 class WarmCase:
     """A case built on its device and warmed up, ready for timed rounds: `steps_per_round` steps back to back then
     one drain of the device make a round (one step for the latency figure); `step_s` is the calibration's estimate
-    of one step's time in such a round. `close()` releases what it holds."""
+    of one step's time in such a round; `first_output` is what the first warm-up step returned (the loss of a
+    training step), from the seeded weights and inputs; `warmup_total_s` the warm-up's seconds (compilation
+    included). `close()` releases what it holds."""
 
     case: Case
     prepared: PreparedCase
@@ -185,6 +187,8 @@ class WarmCase:
     facts: dict[str, Fact]
     warmup_steps: int
     _before_rounds: DynamoCounts | None = None
+    first_output: object = None
+    warmup_total_s: float = 0.0
 
     @property
     def config_digest(self) -> str:
@@ -210,6 +214,21 @@ class WarmCase:
             synchronize()
             times_s.append((time.perf_counter() - start_s) / steps)
         return times_s
+
+    def run_of(self, round_times_s: Sequence[float], fresh_process: bool) -> Run:
+        """The run of rounds this warm case timed (`time_rounds`), with the memory figures as they stand now (reset
+        the peak before the rounds); no device events or busy fraction (they cost steps of their own)."""
+        memory_bytes = self.device.memory_figures_bytes()
+        memory_figure = self.device.memory_figure_name()
+        return Run(
+            case=self.case, round_times_s=tuple(round_times_s), samples_per_step=self.samples_per_step,
+            flops_per_step=self.flops_per_step, memory_figure=memory_figure,
+            memory_bytes=memory_bytes.get(memory_figure), config_digest=self.config_digest,
+            torch_version=torch.__version__, threads=torch.get_num_threads(), parameter_count=self.parameter_count,
+            facts={**get_workload(self.case.model).extra_facts, **self.facts, **memory_bytes,
+                   "fresh_process": fresh_process},
+            figure=self.figure, steps_per_round=self.steps_per_round,
+        )
 
     def latency_s(self, steps: int) -> float:
         """The median time of `steps` single steps, each followed by a drain of the device: what one request waits."""
@@ -243,9 +262,12 @@ def open_case(case: Case, settings: MeasureSettings, rounds: RoundSettings) -> W
         facts: dict[str, Fact] = dict(prepared.extra_facts)
         compiling = case.compile in TORCH_COMPILE_MODES
         before_warmup = DynamoCounts.now() if compiling else None
-        warmup_s = check_warmup(prepared, settings.warmup_steps)
+        first_output: list[object] = []
+        warmup_started_s = time.perf_counter()
+        warmup_s = check_warmup(prepared, settings.warmup_steps, first_output)
+        warmup_total_s = time.perf_counter() - warmup_started_s
         flops_per_step = prepared.flops_per_step
-        if flops_per_step is None:
+        if flops_per_step is None and settings.count_flops:
             flops_per_step = count_flops(prepared.run_step)
         device.synchronize()
         step_s, steps = calibrate(prepared, device, settings.figure, rounds, warmup_s)
@@ -257,7 +279,8 @@ def open_case(case: Case, settings: MeasureSettings, rounds: RoundSettings) -> W
         device.free_cached_memory()
         raise
     return WarmCase(case, prepared, device, settings.figure, steps, step_s, flops_per_step, facts,
-                    settings.warmup_steps, before_rounds)
+                    settings.warmup_steps, before_rounds, first_output[0] if first_output else None,
+                    warmup_total_s)
 
 
 def calibrate(
@@ -305,9 +328,10 @@ def _prepare(case: Case, ddp_processes: int | None) -> PreparedCase:
     return prepared
 
 
-def check_warmup(prepared: PreparedCase, warmup_steps: int) -> list[float]:
+def check_warmup(prepared: PreparedCase, warmup_steps: int, first_output: list[object] | None = None) -> list[float]:
     """Run the warm-up steps, each followed by a drain of the device; for training, fail on a non-finite loss naming
-    the step and the value. Returns the times of the warm-up steps after the first (which pays first-call costs)."""
+    the step and the value. Returns the times of the warm-up steps after the first (which pays first-call costs);
+    the first step's output (its loss, for training) is appended to `first_output` when given."""
     training = base_mode(prepared.case.mode) == "train"
     times_s = []
     for step in range(1, warmup_steps + 1):
@@ -315,6 +339,8 @@ def check_warmup(prepared: PreparedCase, warmup_steps: int) -> list[float]:
         output = prepared.timed_step()
         if step > 1:
             times_s.append(time.perf_counter() - start_s)
+        elif first_output is not None:
+            first_output.append(output)
         if training and isinstance(output, torch.Tensor) and output.numel() == 1:
             loss = float(output.detach().float().cpu())
             if not math.isfinite(loss):

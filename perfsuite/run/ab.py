@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import perfsuite
-from perfsuite.records import AbPair, AbMeasurement, Case, Run, WorkloadSource
+from perfsuite.records import AbMeasurement, AbPair, Case, Run, WorkloadSource
 from perfsuite.run.plan import SessionPlan
 from perfsuite.run.wire import outcome_from_json, run_from_json
 

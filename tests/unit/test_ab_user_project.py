@@ -31,8 +31,8 @@ class Wide(torch.nn.Module):
 
 
 register_workload(Workload(
-    name="wide", build_module=lambda profile: Wide(), make_inputs=lambda profile, batch_size: torch.randn(batch_size, 512),
-    batch_sizes={"smoke": (64,)},
+    name="wide", build_module=lambda profile: Wide(),
+    make_inputs=lambda profile, batch_size: torch.randn(batch_size, 512), batch_sizes={"smoke": (64,)},
 ))
 '''
 TWICE = "        x = torch.relu(self.big(x))  # LAYER\n        x = torch.relu(self.big(x))  # LAYER run twice\n"

@@ -175,6 +175,7 @@ def measure_ab(
 ) -> AbResults:
     """Measure every case of `plan` on both sides, K = plan.processes pairs; working files go under `folder`."""
     results = AbResults()
+    folder.mkdir(parents=True, exist_ok=True)
     started_s = time.perf_counter()
     models = sorted({case.model for case in plan.cases})
     pairs: dict[str, list[AbPair]] = {case.benchmark_id: [] for case in plan.cases}

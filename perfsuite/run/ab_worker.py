@@ -74,9 +74,10 @@ def source_file(case: Case) -> str | None:
     while hasattr(builder, "func"):
         builder = builder.func
     try:
-        return inspect.getsourcefile(builder)
+        file = inspect.getsourcefile(builder)
     except TypeError:
         return None
+    return None if file is None else os.path.realpath(file)
 
 
 def save_output(output: object, path: str) -> None:

@@ -104,10 +104,7 @@ def _measure(
     try:
         device.reset_memory_peak()
         in_use_before_bytes = device.memory_in_use_bytes()
-        target = PipelinedSteps(warm.prepared.run_step, device.synchronize, warm.steps_per_round)
-        fixture.pedantic(target, rounds=rounds_for(warm.step_s * warm.steps_per_round, rounds),
-                         iterations=warm.steps_per_round, warmup_rounds=0)
-        device.synchronize()  # pytest-benchmark calls the target once more after the rounds, for its result
+        warm.time_with(fixture, rounds)
         in_use_after_bytes = device.memory_in_use_bytes()
         warm.check_no_compilation()
         stats = getattr(fixture, "stats", None)
@@ -201,6 +198,14 @@ class WarmCase:
     @property
     def samples_per_step(self) -> int:
         return self.prepared.samples
+
+    def time_with(self, fixture: Any, rounds: RoundSettings) -> None:
+        """Time rounds with pytest-benchmark's fixture, as many as `rounds` asks for: each round `steps_per_round`
+        steps back to back and one drain (pytest-benchmark's iterations), so its statistics are per step."""
+        target = PipelinedSteps(self.prepared.run_step, self.device.synchronize, self.steps_per_round)
+        fixture.pedantic(target, rounds=rounds_for(self.step_s * self.steps_per_round, rounds),
+                         iterations=self.steps_per_round, warmup_rounds=0)
+        self.device.synchronize()  # pytest-benchmark calls the target once more after the rounds, for its result
 
     def time_rounds(self, duration_s: float) -> list[float]:
         """Timed rounds for at least one round and about `duration_s` seconds: each round's time per step."""

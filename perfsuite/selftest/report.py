@@ -125,40 +125,33 @@ def _render_runs(documents: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines + [""]
 
 
+ACCURACY_REFERENCES = (
+    ("timer_blocked_s", "Timer blocked_autorange"), ("synced_s", "one step + drain per round"),
+    ("timer_per_call_s", "Timer per call"), ("profiler_kernel_s", "profiler GPU kernel time"),
+)
+
+
 def _render_accuracy(documents: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One table per run: the suite's median step (pipelined rounds) beside each reference measured in turn with it;
+    references a run did not take (the profiler off CUDA, older files) are left out."""
     lines = ["## Accuracy", ""]
     for document in documents:
         accuracy = (document.get("probe") or {}).get("accuracy", [])
         if not accuracy:
             continue
-        lines += [f"### {run_label(document)}", ""]
-        if document["device"] == "cuda":
-            header: tuple[str, ...]  # the other branch's header is shorter
-            header = ("case", "suite median", "profiler GPU kernel time", "diff", "profiler GPU span", "diff",
-                      "CUDA events around the step", "diff", "Timer per call", "diff")
-            rows: list[Sequence[str]] = []
-            for row in accuracy:
-                if "error" in row:
-                    rows.append((row["name"], row["error"][:120], *["-"] * 8))
-                    continue
-                suite = row["suite_s"]
-                cells = [row["name"], format_seconds(suite)]
-                for key in ("profiler_kernel_s", "profiler_span_s", "events_s", "timer_per_call_s"):
-                    cells += [format_seconds(row.get(key)), signed_percent(relative_difference(suite, row.get(key)))]
-                rows.append(cells)
-        else:
-            header = ("case", "suite median", "Timer per call", "diff", "Timer blocked_autorange", "diff")
-            rows = []
-            for row in accuracy:
-                if "error" in row:
-                    rows.append((row["name"], row["error"][:120], "-", "-", "-", "-"))
-                    continue
-                suite = row["suite_s"]
-                cells = [row["name"], format_seconds(suite)]
-                for key in ("timer_per_call_s", "timer_blocked_s"):
-                    cells += [format_seconds(row.get(key)), signed_percent(relative_difference(suite, row.get(key)))]
-                rows.append(cells)
-        lines += _table(header, rows)
+        keys = [(key, title) for key, title in ACCURACY_REFERENCES if any(key in row for row in accuracy)]
+        header = ("case", "steps a round", "suite median", *[c for _, title in keys for c in (title, "diff")])
+        rows: list[Sequence[str]] = []
+        for row in accuracy:
+            if "error" in row:
+                rows.append((row["name"], row["error"][:120], *["-"] * (len(header) - 2)))
+                continue
+            suite = row["suite_s"]
+            cells = [row["name"], str(row.get("steps_per_round", 1)), format_seconds(suite)]
+            for key, _ in keys:
+                cells += [format_seconds(row.get(key)), signed_percent(relative_difference(suite, row.get(key)))]
+            rows.append(cells)
+        lines += [f"### {run_label(document)}", ""] + _table(header, rows)
     return lines
 
 

@@ -52,8 +52,8 @@ def git(root: Path, *arguments: str) -> str:
     return subprocess.run(["git", "-C", str(root), *arguments], check=True, capture_output=True, text=True).stdout
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
+def make_project(tmp_path: Path) -> Path:
+    """A scratch git repository with the model committed on main."""
     root = tmp_path / "project"
     root.mkdir()
     (root / "conftest.py").write_text(MODEL)
@@ -63,6 +63,11 @@ def project(tmp_path: Path) -> Path:
     git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "add", ".")
     git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "commit", "-q", "-m", "a model")
     return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path)
 
 
 def commit(root: Path, message: str) -> None:

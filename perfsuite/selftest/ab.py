@@ -3,7 +3,7 @@ decision (`perfsuite.judge.ab`), with planted slowdowns of known size.
 
 Each side is a folder holding one module that registers the case's model under a selftest name: the built-in model,
 followed in every forward by a busy wait of a chosen length (zero on the base side). A head side planted with factor
-f waits (f - 1) x the model's step time, measured here first, so its step is about f times the base's on a device
+f waits (f - 1) x the model's step time, measured just before its job, so its step is about f times the base's on a device
 that computes on the host (the CPU); on an accelerator the wait is host time, which a launch-bound step pays and a
 GPU-busy step may hide (the measured effect is reported beside the planted one). Factor 1.0 is an A/A job: the two
 sides run the same code, so any `regressed` or `improved` is a false alarm.
@@ -122,10 +122,12 @@ def step_times_s(plan: AbSelftestPlan) -> dict[str, float]:
     return times
 
 
-def run_job(plan: AbSelftestPlan, factor: float, step_s: dict[str, float], folder: Path, seed: int,
+def run_job(plan: AbSelftestPlan, factor: float, folder: Path, seed: int,
             show: Callable[[str], None]) -> dict[str, Any]:
-    """One whole A/B job with the head planted `factor` times slower; its verdicts and seconds."""
+    """One whole A/B job with the head planted `factor` times slower (its wait sized from the step times measured
+    just before, so a machine that got busier since the last job does not skew it); its verdicts and seconds."""
     started_s = time.perf_counter()
+    step_s = step_times_s(plan) if factor != 1.0 else {}
     extra = {mode: (factor - 1) * step_s.get(mode, 0.0) for mode in ("infer", "train")}
     base = write_side("base", folder / "base", plan, {"infer": 0.0, "train": 0.0})
     head = write_side("head", folder / "head", plan, extra)
@@ -146,7 +148,8 @@ def run_job(plan: AbSelftestPlan, factor: float, step_s: dict[str, float], folde
     show(f"factor {factor}: " + ", ".join(
         f"{v['mode']} {v['status']} x{v['ratio'] or 0:.3f} floor {100 * (v['floor'] or 0):.1f}%" for v in verdicts
     ) + f" ({seconds:.0f} s)")
-    return {"factor": factor, "seconds": seconds, "verdicts": verdicts}
+    return {"factor": factor, "seconds": seconds, "planted_wait_s": extra, "sized_from_step_s": step_s,
+            "verdicts": verdicts}
 
 
 def summarise(jobs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -176,18 +179,17 @@ def run_ab_selftest(plan: AbSelftestPlan, show: Callable[[str], None] = print) -
 
     from perfsuite.run.devices import machine_fingerprint
 
-    step_s = step_times_s(plan)
-    show(f"step times here: {', '.join(f'{mode} {1e3 * s:.2f} ms' for mode, s in step_s.items())}")
+    load_at_start = list(os.getloadavg())
     order = [factor for factor in plan.factors for _ in range(plan.repeats)]
     random.Random(plan.seed).shuffle(order)
     jobs = []
     with tempfile.TemporaryDirectory(prefix="perfsuite-ab-selftest-") as folder:
         for index, factor in enumerate(order):
-            jobs.append(run_job(plan, factor, step_s, Path(folder) / f"job{index}", plan.seed * 1000 + index, show))
+            jobs.append(run_job(plan, factor, Path(folder) / f"job{index}", plan.seed * 1000 + index, show))
     return {
         "plan": {**plan.__dict__, "modes": list(plan.modes), "factors": list(plan.factors)},
-        "machine": machine_fingerprint(), "load_average": list(os.getloadavg()), "step_s": step_s,
-        "jobs": jobs, "summary": summarise(jobs),
+        "machine": machine_fingerprint(), "load_average_at_start": load_at_start,
+        "load_average_at_end": list(os.getloadavg()), "jobs": jobs, "summary": summarise(jobs),
     }
 
 

@@ -112,8 +112,9 @@ def _measure(
         memory_bytes = device.memory_figures_bytes()
         memory_figure = device.memory_figure_name()
         latency_median_s = (
-            statistics.median(round_times_s) if warm.figure == LATENCY_FIGURE or not round_times_s
-            else warm.latency_s(LATENCY_STEPS)
+            statistics.median(round_times_s) if warm.figure == LATENCY_FIGURE and round_times_s
+            else warm.latency_s(LATENCY_STEPS) if round_times_s and base_mode(case.mode) == "infer"
+            else None  # a training loop never waits after each step
         )
         event_times_s = device.event_times_s(warm.prepared.run_step, EVENT_TIMED_STEPS)
         event_median_s = None if event_times_s is None else statistics.median(event_times_s)

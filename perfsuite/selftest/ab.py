@@ -3,10 +3,10 @@ decision (`perfsuite.judge.ab`), with planted slowdowns of known size.
 
 Each side is a folder holding one module that registers the case's model under a selftest name: the built-in model,
 followed in every forward by a busy wait of a chosen length (zero on the base side). A head side planted with factor
-f waits (f - 1) x the model's step time, measured just before its job, so its step is about f times the base's
-on a device that computes on the host (the CPU); on an accelerator the wait is host time, which a launch-bound step
-pays and a GPU-busy step may hide (the measured effect is reported beside the planted one). Factor 1.0 is an A/A job: the two
-sides run the same code, so any `regressed` or `improved` is a false alarm.
+f waits (f - 1) x the model's step time, measured just before its job, so its step is about f times the base's on a
+device that computes on the host (the CPU); on an accelerator the wait is host time, which a launch-bound step pays
+and a GPU-busy step may hide (the measured effect is reported beside the planted one). Factor 1.0 is an A/A job: the
+two sides run the same code, so any `regressed` or `improved` is a false alarm.
 
 Jobs run in a shuffled order of factors, `repeats` times each; every job is a whole A/B job (fresh worker pairs,
 builds, warm-ups, windows) and its seconds are kept.

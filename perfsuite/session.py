@@ -187,7 +187,7 @@ def plan_of(settings: Settings, cases: Sequence[Case], rounds: RoundSettings, pr
 def ab_job(settings: Settings, plan: SessionPlan, project_root: Path) -> AbJob | None:
     """The session's A/B job when its settings ask for one, both sides set up and checked (every selected model found
     on each) before anything is measured; a UsageError says what is wrong."""
-    if not settings.ab:
+    if not settings.ab or not plan.cases:
         return None
     job = prepare_ab(settings, plan, project_root)
     job.check()

@@ -152,3 +152,22 @@ def test_a_changed_base_checkout_is_refused_and_kept(project: Path):
     result = ab(project, "--perf-ab", "HEAD~1")
     assert result.returncode == 4 and "has changes; perfsuite will not measure or delete it" in result.stderr
     assert edited.read_text().endswith("# someone's edit\n")
+
+
+def test_another_interpreter_runs_the_base_side_on_the_same_code_and_both_are_named(project: Path, tmp_path: Path):
+    # A second environment on this interpreter's packages: another interpreter path, the same torch (the measured
+    # torch 2.12.0 against 2.13.0 table is in docs/ab.md).
+    other = tmp_path / "other"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    import site
+
+    (next(other.glob("lib/python*/site-packages")) / "this-environment.pth").write_text(
+        "\n".join(site.getsitepackages()) + "\n")
+    result = ab(project, "--perf-ab-python", str(other / "bin" / "python"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((project / ".perfsuite" / "ab.json").read_text())
+    assert summary["base"]["python"] == str(other / "bin" / "python") and summary["head"]["python"] == sys.executable
+    import torch
+
+    assert summary["base"]["torch_version"] == summary["head"]["torch_version"] == torch.__version__
+    assert f"base: python {other / 'bin' / 'python'}" in result.stdout and f"torch {torch.__version__}" in result.stdout

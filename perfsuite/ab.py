@@ -157,7 +157,8 @@ class AbJob:
         verdicts = list(self.verdicts.values())
         text = render.render_sides(self.base_side, self.head_side) + "\n" + render.render_table(
             verdicts, self.results.measurements)
-        notable = [render.ab_message(v) for v in verdicts if v.status != "unchanged" or v.memory_status == "regressed"]
+        notable = [render.ab_message(v) for v in verdicts
+                   if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs]
         counts = {status: sum(v.status == status for v in verdicts) for status in dict.fromkeys(
             v.status for v in verdicts)}
         text += "\n" + ", ".join(f"{count} {status}" for status, count in counts.items()) + "\n"

@@ -382,13 +382,15 @@ class AbSide:
 class AbPair:
     """One case measured by one pair of warm processes, a base and a head, in alternating windows: `windows_s` holds
     (base, head) time per step of each window pair in the order they ran; `base` and `head` are each side's run (its
-    rounds, figures and memory)."""
+    rounds, figures and memory). `one_side_at_a_time`: the case did not fit in device memory twice, so the sides
+    took turns in blocks, each building the case alone (a window pair is then a pair of blocks)."""
 
     windows_s: tuple[tuple[float, float], ...]
     base: Run
     head: Run
     base_warmup_s: float
     head_warmup_s: float
+    one_side_at_a_time: bool = False
 
 
 @dataclass(frozen=True)

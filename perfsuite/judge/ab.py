@@ -42,7 +42,8 @@ class AbVerdict:
     `ci_high`]; `floor` the smallest change this job could see and `tolerance` the band, as fractions; `pairs` and
     `windows` the process pairs and window pairs judged; memory per side (the case's own figure, else None) and its
     status; the largest difference of the two sides' first outputs; `reasons` why it errored; `family_size` the
-    cases judged together."""
+    cases judged together; `one_side_at_a_time_pairs` the pairs that could not hold the case on both sides at once
+    and measured one side at a time."""
 
     case: Case
     status: AbStatus
@@ -62,6 +63,7 @@ class AbVerdict:
     memory_status: Literal["regressed", "unchanged"] | None = None
     largest_output_difference: float | None = None
     reasons: tuple[str, ...] = ()
+    one_side_at_a_time_pairs: int = 0
 
     @property
     def gate_failed(self) -> bool:
@@ -103,6 +105,7 @@ def judge_ab(
         base_median_s=statistics.median(base_windows) if base_windows else None,
         head_median_s=statistics.median(head_windows) if head_windows else None,
         largest_output_difference=measurement.largest_output_difference,
+        one_side_at_a_time_pairs=sum(pair.one_side_at_a_time for pair in measured),
     )
     if failures or len(measured) < MIN_PAIRS:
         reasons = tuple(failures) or (

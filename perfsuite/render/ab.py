@@ -55,7 +55,14 @@ def ab_message(verdict: AbVerdict) -> str:
             f"; memory regressed: {verdict.memory_figure} {verdict.base_memory_bytes} -> "
             f"{verdict.head_memory_bytes} bytes"
         )
-    return f"{name}: {sentence}, {seen}{memory}"
+    alone = ""
+    if verdict.one_side_at_a_time_pairs:
+        alone = (
+            f"; both sides did not fit in device memory together, so {verdict.one_side_at_a_time_pairs} pair(s) "
+            "measured one side at a time, in alternating blocks that each built the case anew (slower, and each "
+            "block's value carries its build)"
+        )
+    return f"{name}: {sentence}, {seen}{memory}{alone}"
 
 
 def render_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement]) -> str:
@@ -117,6 +124,7 @@ def summary_document(
             "model_files": {"base": measurement.sources[0], "head": measurement.sources[1]} if measurement else None,
             "process_pairs": [
                 {"windows_s": [list(pair) for pair in process_pair.windows_s],
+                 "one_side_at_a_time": process_pair.one_side_at_a_time,
                  "warmup_s": {"base": process_pair.base_warmup_s, "head": process_pair.head_warmup_s},
                  "steps_per_round": {"base": process_pair.base.steps_per_round,
                                      "head": process_pair.head.steps_per_round}}

@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -262,6 +262,14 @@ def measure_case_pair(
         for side in order.sample(list(sides), 2):
             reply = side.request({"op": "open", "case": case.__dict__,
                                   "output_path": str(outputs[side.side.name]) if first else None})
+            if not reply["ok"] and opened and reply["outcome"]["failure"]["kind"] == "out-of-memory":
+                opened.pop().request({"op": "close"})  # both do not fit together: one side at a time
+                measured = one_side_at_a_time(plan, case, sides, order)
+                if isinstance(measured, str):
+                    return measured
+                pair, replies = measured
+                difference = largest_difference(outputs["base"], outputs["head"]) if first else None
+                return pair, difference, (replies["base"].get("source"), replies["head"].get("source"))
             if not reply["ok"]:
                 return f"{side.side.name} side: {failure_message(reply)}"
             opened.append(side)
@@ -297,6 +305,49 @@ def measure_case_pair(
     pair = AbPair(tuple(windows_s), runs["base"], runs["head"], replies["base"]["warmup_s"],
                   replies["head"]["warmup_s"])
     return pair, difference, (replies["base"].get("source"), replies["head"].get("source"))
+
+
+# Blocks of the one-side-at-a-time fallback, in ABBA order: each builds and warms the case anew.
+ONE_SIDE_BLOCKS = 4
+
+
+def one_side_at_a_time(
+    plan: SessionPlan, case: Case, sides: Sequence[SideProcess], order: random.Random
+) -> tuple[AbPair, dict[str, dict[str, Any]]] | str:
+    """The fallback when the case does not fit in device memory twice: the sides take turns in ABBA blocks, each
+    block building and warming the case on one side alone, timing its windows and closing it. A block's value is
+    the median of its windows, and block j of base pairs with block j of head; the pair says it was measured so."""
+    base, head = sides
+    start = order.randrange(2)
+    blocks: dict[str, list[float]] = {"base": [], "head": []}
+    rounds: dict[str, list[float]] = {"base": [], "head": []}
+    replies: dict[str, dict[str, Any]] = {}
+    runs: dict[str, Run] = {}
+    for index in range(ONE_SIDE_BLOCKS):
+        for side in (base, head) if (index + start) % 2 == 0 else (head, base):
+            name = side.side.name
+            reply = side.request({"op": "open", "case": case.__dict__, "output_path": None})
+            if not reply["ok"]:
+                return f"{name} side, alone on the device: {failure_message(reply)}"
+            replies[name] = reply
+            window_s, windows = window_plan(reply["step_s"], reply["steps_per_round"], plan.rounds.max_time_s)
+            medians = []
+            for _ in range(max(2, windows // ONE_SIDE_BLOCKS)):
+                window = side.request({"op": "window", "duration_s": window_s})
+                if not window["ok"]:
+                    side.request({"op": "close"})
+                    return f"{name} side: {failure_message(window)}"
+                medians.append(statistics.median(window["times_s"]))
+                rounds[name] += window["times_s"]
+            closed = side.request({"op": "close"})
+            if not closed["ok"]:
+                return f"{name} side: {failure_message(closed)}"
+            runs[name] = run_from_json(closed["run"])
+            blocks[name].append(statistics.median(medians))
+    whole = {name: replace(run, round_times_s=tuple(rounds[name])) for name, run in runs.items()}
+    pair = AbPair(tuple(zip(blocks["base"], blocks["head"], strict=True)), whole["base"], whole["head"],
+                  replies["base"]["warmup_s"], replies["head"]["warmup_s"], one_side_at_a_time=True)
+    return pair, replies
 
 
 def failure_message(reply: Mapping[str, Any]) -> str:

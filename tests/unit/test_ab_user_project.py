@@ -171,3 +171,35 @@ def test_another_interpreter_runs_the_base_side_on_the_same_code_and_both_are_na
 
     assert summary["base"]["torch_version"] == summary["head"]["torch_version"] == torch.__version__
     assert f"base: python {other / 'bin' / 'python'}" in result.stdout and f"torch {torch.__version__}" in result.stdout
+
+
+LOCKED_MODEL = MODEL.replace('''register_workload(''', '''import os, weakref
+from pathlib import Path
+
+LOCKS = Path(os.environ["AB_TEST_LOCKS"])
+
+
+def build(profile):
+    """A model that does not fit twice: building it while another process holds one is out of memory."""
+    LOCKS.mkdir(exist_ok=True)
+    if any(lock.name != str(os.getpid()) for lock in LOCKS.iterdir()):
+        raise RuntimeError("CUDA out of memory (this test's device holds one model)")
+    module = Wide()
+    (LOCKS / str(os.getpid())).touch()
+    weakref.finalize(module, os.remove, str(LOCKS / str(os.getpid())))
+    return module
+
+
+register_workload(''').replace("build_module=lambda profile: Wide()", "build_module=build")
+
+
+def test_a_case_that_does_not_fit_twice_is_measured_one_side_at_a_time_and_says_so(project: Path, monkeypatch):
+    (project / "conftest.py").write_text(LOCKED_MODEL)
+    commit(project, "a model that fits once")
+    monkeypatch.setenv("AB_TEST_LOCKS", str(project.parent / "locks"))
+    result = ab(project, "--perf-ab", "HEAD")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
+    assert case["status"] in ("unchanged", "inconclusive") and case["pairs"] == 3
+    assert all(pair["one_side_at_a_time"] for pair in case["process_pairs"])
+    assert "both sides did not fit in device memory together" in result.stdout

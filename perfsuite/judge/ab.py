@@ -7,8 +7,8 @@ windows: a process's offset (its allocator, memory layout, placement, a JIT's ch
 so the interval is Student's t over the pair estimates with pairs - 1 degrees of freedom, and more pairs, not more
 windows, narrow it.
 
-A matrix of N cases makes N decisions: the intervals are simultaneous at 95% for the whole matrix (Bonferroni: each
-case at 1 - 0.05/N), so an unchanged matrix raises a false alarm in at most 5% of jobs. The floor is the half width
+A matrix of N cases makes N decisions: the intervals are simultaneous at 99% for the whole matrix (Bonferroni: each
+case at 1 - 0.01/N), so an unchanged matrix raises a false alarm in at most 1% of jobs. The floor is the half width
 of that interval as a change in time: the smallest change this job could tell from noise ("detects >= 4% here").
 
 regressed: the interval lies above 1 and the estimate exceeds the band (the case's tolerance); improved: the mirror
@@ -31,8 +31,9 @@ from perfsuite.records import AbMeasurement, Case
 
 AbStatus = Literal["regressed", "improved", "unchanged", "inconclusive", "errored"]
 AB_STATUSES: tuple[AbStatus, ...] = ("regressed", "improved", "unchanged", "inconclusive", "errored")
-# The chance of any false alarm in an unchanged matrix, and of the interval missing the true ratio.
-FAMILY_ERROR_RATE = 0.05
+# The chance of any false alarm in an unchanged matrix, and of the interval missing the true ratio: 1%, so that a
+# team running A/B on every pull request meets a false alarm about once in a hundred pull requests, not once in 20.
+FAMILY_ERROR_RATE = 0.01
 MIN_PAIRS = 2
 
 

@@ -181,7 +181,7 @@ def write_ratio_plot(verdicts: Sequence[AbVerdict], path: Path) -> bool:
         axes.axvspan(1 / (1 + band), 1 + band, color="tab:blue", alpha=0.08, label=f"band ±{band:.0%}")
         axes.legend(loc="lower right", fontsize=7)
     axes.set_yticks(range(len(judged)), [v.case.benchmark_id for v in judged], fontsize=7)
-    axes.set_xlabel("head / base time per step (simultaneous 95% intervals)")
+    axes.set_xlabel(f"head / base time per step (simultaneous {100 * (1 - FAMILY_ERROR_RATE):.0f}% intervals)")
     axes.set_title("perfsuite A/B")
     figure.tight_layout()
     tmp = path.with_name(path.name + ".partial")

@@ -15,6 +15,7 @@ builds, warm-ups, windows) and its seconds are kept.
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 import tempfile
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite.judge.ab import judge_ab
+from perfsuite.judge.ab import judge_ab, pair_estimate
 from perfsuite.records import AbMeasurement, Case, WorkloadSource
 from perfsuite.run.ab import SideSpec, measure_ab
 from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
@@ -143,7 +144,9 @@ def run_job(plan: AbSelftestPlan, factor: float, folder: Path, seed: int,
                            family_size=len(session.cases))
         verdicts.append({"case": case.benchmark_id, "mode": case.mode, "status": verdict.status,
                          "ratio": verdict.ratio, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high,
-                         "floor": verdict.floor, "reasons": list(verdict.reasons)})
+                         "floor": verdict.floor, "reasons": list(verdict.reasons),
+                         "pair_ratios": [math.exp(pair_estimate(pair.windows_s)) for pair in
+                                         results.measurements[case.benchmark_id].pairs if pair.windows_s]})
     seconds = time.perf_counter() - started_s
     show(f"factor {factor}: " + ", ".join(
         f"{v['mode']} {v['status']} x{v['ratio'] or 0:.3f} floor {100 * (v['floor'] or 0):.1f}%" for v in verdicts

@@ -87,7 +87,14 @@ class SideProcess:
             [side.python, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             text=True, cwd=side.root, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        self.hello = self.read()
+        self._hello: dict[str, Any] | None = None
+
+    @property
+    def hello(self) -> dict[str, Any]:
+        """What the worker said of itself when it was ready (read on first use, so both sides start at once)."""
+        if self._hello is None:
+            self._hello = self.read()
+        return self._hello
 
     def read(self) -> dict[str, Any]:
         assert self.process.stdout is not None

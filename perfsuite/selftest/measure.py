@@ -110,30 +110,30 @@ def measure_accuracy(
 ) -> dict[str, Any]:
     """The suite's median round of one case and the references for the same prepared step, measured in
     turn `alternations` times (so a slow spell of the machine hits both); each figure is the median of its
-    turns. On CUDA, CUDA events replace blocked_autorange in each turn, and torch.profiler's GPU times
-    (which host noise does not move) are taken once, over 20 steps, after the turns."""
+    turns. Where the device has timing events (CUDA), they replace blocked_autorange in each turn, and where
+    torch.profiler times its kernels (CUDA), the profiler's GPU times (which host noise does not move) are taken
+    once, over 20 steps, after the turns."""
     from perfsuite.run.steps import prepare_case
 
     case = selftest_case.case
+    device = backend(case.device)
     prepared = prepare_case(case, get_workload(case.model))
     try:
         for _ in range(warmup_steps):
             prepared.timed_step()
-        cuda = case.device == "cuda"
-        third = "events_s" if cuda else "timer_blocked_s"
-        turns: dict[str, list[float]] = {"suite_s": [], "timer_per_call_s": [], third: []}
+        turns: dict[str, list[float]] = {"suite_s": [], "timer_per_call_s": []}
         for _ in range(alternations):
             fixture = standalone_benchmark(case.benchmark_id, RoundSettings(max_time_s=max_time_s))
             fixture(prepared.timed_step)
             turns["suite_s"].append(float(fixture.stats.stats.median))
             calls = max(5, min(200, int(max_time_s / max(turns["suite_s"][-1], 1e-6))))
             turns["timer_per_call_s"].append(timer_per_call_s(prepared.run_step, calls))
-            if cuda:
-                times_s = backend("cuda").event_times_s(prepared.run_step, min(calls, 100)) or []
-                turns["events_s"].append(statistics.median(times_s))
+            events_s = device.event_times_s(prepared.run_step, min(calls, 100))
+            if events_s is None:
+                turns.setdefault("timer_blocked_s", []).append(timer_blocked_s(prepared.run_step, max_time_s))
             else:
-                turns["timer_blocked_s"].append(timer_blocked_s(prepared.run_step, max_time_s))
-        gpu = cuda_kernel_times_s(prepared.run_step, steps=20) if cuda else {}
+                turns.setdefault("events_s", []).append(statistics.median(events_s))
+        gpu = cuda_kernel_times_s(prepared.run_step, steps=20) if device.profiles_kernels else {}
     finally:
         prepared.close()
     medians = {key: statistics.median(values) for key, values in turns.items()}

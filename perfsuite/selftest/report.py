@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfsuite.render.units import format_seconds
+from perfsuite.run.devices import DEVICES, DeviceBackend, backend, is_accelerator
 from perfsuite.selftest.analysis import (
     BASELINE_RUNS,
     CURRENT_RUNS,
@@ -22,6 +23,15 @@ from perfsuite.selftest.analysis import (
 GPU_ACCURACY_TARGET = 0.02
 OVERHEAD_TARGET = 0.01
 BAND = 0.10
+# The references an accuracy row may hold beside the suite's median, in the report's order, with their column names
+# ("{device}" is the run's device).
+ACCURACY_REFERENCES = {
+    "profiler_kernel_s": "profiler GPU kernel time",
+    "profiler_span_s": "profiler GPU span",
+    "events_s": "{device} events around the step",
+    "timer_per_call_s": "Timer per call",
+    "timer_blocked_s": "Timer blocked_autorange",
+}
 
 
 @dataclass(frozen=True)
@@ -41,11 +51,12 @@ def run_label(document: Mapping[str, Any]) -> str:
     machine = document.get("machine") or {}
     device = document["device"]
     plan = document.get("plan") or {}
-    name = machine.get("accelerator_name") if device == "cuda" else machine.get("cpu_model")
+    known = device_backend(device)
+    name = known.machine_name(machine) if known else machine.get("accelerator_name")
     label = f"{device}" + (f" ({name})" if name else "")
     if plan.get("processes"):
         label += f", {plan['processes']} processes"
-    if device != "cpu":
+    if is_accelerator(device):
         return label
     threads = plan.get("threads")
     used = threads or (document.get("probe") or {}).get("torch_threads")
@@ -55,6 +66,11 @@ def run_label(document: Mapping[str, Any]) -> str:
     if plan.get("contention"):
         label += f", +{plan['contention']} busy processes"
     return label
+
+
+def device_backend(device: str) -> DeviceBackend | None:
+    """The backend of a run's device; None for a name perfsuite has no backend for (the report still renders it)."""
+    return backend(device) if device in DEVICES else None
 
 
 def percent(fraction: float | None, digits: int = 1) -> str:
@@ -132,32 +148,20 @@ def _render_accuracy(documents: Sequence[Mapping[str, Any]]) -> list[str]:
         if not accuracy:
             continue
         lines += [f"### {run_label(document)}", ""]
-        if document["device"] == "cuda":
-            header: tuple[str, ...]  # the other branch's header is shorter
-            header = ("case", "suite median", "profiler GPU kernel time", "diff", "profiler GPU span", "diff",
-                      "CUDA events around the step", "diff", "Timer per call", "diff")
-            rows: list[Sequence[str]] = []
-            for row in accuracy:
-                if "error" in row:
-                    rows.append((row["name"], row["error"][:120], *["-"] * 8))
-                    continue
-                suite = row["suite_s"]
-                cells = [row["name"], format_seconds(suite)]
-                for key in ("profiler_kernel_s", "profiler_span_s", "events_s", "timer_per_call_s"):
-                    cells += [format_seconds(row.get(key)), signed_percent(relative_difference(suite, row.get(key)))]
-                rows.append(cells)
-        else:
-            header = ("case", "suite median", "Timer per call", "diff", "Timer blocked_autorange", "diff")
-            rows = []
-            for row in accuracy:
-                if "error" in row:
-                    rows.append((row["name"], row["error"][:120], "-", "-", "-", "-"))
-                    continue
-                suite = row["suite_s"]
-                cells = [row["name"], format_seconds(suite)]
-                for key in ("timer_per_call_s", "timer_blocked_s"):
-                    cells += [format_seconds(row.get(key)), signed_percent(relative_difference(suite, row.get(key)))]
-                rows.append(cells)
+        # The columns are the references this run measured: on CUDA the profiler and events, on the CPU Timer's.
+        references = [key for key in ACCURACY_REFERENCES if any(key in row for row in accuracy)]
+        columns = [ACCURACY_REFERENCES[key].format(device=document["device"].upper()) for key in references]
+        header = ("case", "suite median", *(cell for column in columns for cell in (column, "diff")))
+        rows: list[Sequence[str]] = []
+        for row in accuracy:
+            if "error" in row:
+                rows.append((row["name"], row["error"][:120], *["-"] * (2 * len(references))))
+                continue
+            suite = row["suite_s"]
+            cells = [row["name"], format_seconds(suite)]
+            for key in references:
+                cells += [format_seconds(row.get(key)), signed_percent(relative_difference(suite, row.get(key)))]
+            rows.append(cells)
         lines += _table(header, rows)
     return lines
 
@@ -208,7 +212,8 @@ def target_rows(document: Mapping[str, Any]) -> list[TargetRow]:
                 f"{name} (+{rates['slowdown'] * 100:.0f}%)", percent(rates["gate_regressed"]),
                 rates["gate_regressed"] >= DETECTION_TARGET,
             ))
-    if document["device"] == "cuda":
+    known = device_backend(document["device"])
+    if known is not None and known.profiles_kernels:
         for row in (document.get("probe") or {}).get("accuracy", []):
             difference = relative_difference(row.get("suite_s"), gpu_reference_s(row))
             rows.append(TargetRow(
@@ -288,7 +293,7 @@ def _render_scaled_detection(documents: Sequence[Mapping[str, Any]]) -> list[str
 def render_report(documents: Sequence[Mapping[str, Any]]) -> str:
     """The whole report: how it is measured, the targets, then one section per measure with every run side by
     side."""
-    documents = sorted(documents, key=lambda d: (d["device"] != "cpu", run_label(d)))
+    documents = sorted(documents, key=lambda d: (is_accelerator(d["device"]), run_label(d)))
     lines = [
         "# Measurement quality",
         "",

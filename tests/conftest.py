@@ -56,6 +56,7 @@ def _not_an_xdist_worker_for_inner_sessions() -> Iterator[None]:
 
 
 TESTS = Path(__file__).resolve().parent
+BROWSER_TESTS = TESTS / "browser"
 SUBPROCESS_STARTERS = frozenset({"run", "Popen", "call", "check_call", "check_output"})
 # A command that runs pytest or perfsuite: `-m pytest`, `-m perfsuite.cli`, the `perfsuite` command.
 SESSION_COMMAND = re.compile(r"pytest|perfsuite(\.[\w.]+)?")
@@ -63,9 +64,10 @@ SESSION_COMMAND = re.compile(r"pytest|perfsuite(\.[\w.]+)?")
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `slow` every test that starts pytest or perfsuite sessions, before `-m "not slow"` deselects."""
+    """Mark `slow` every test that starts pytest or perfsuite sessions or drives a browser, before `-m "not slow"`
+    deselects."""
     for item in items:
-        if starts_sessions(item):
+        if starts_sessions(item) or item.path.is_relative_to(BROWSER_TESTS):
             item.add_marker(pytest.mark.slow)
 
 

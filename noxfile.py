@@ -62,7 +62,7 @@ def run(session: nox.Session, command: str, *args: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The unit and end-to-end tests (CPU), then ruff and mypy."""
-    run(session, "pytest", "--benchmark-skip", *session.posargs)
+    run(session, "pytest", "--benchmark-skip", "-n", "2", *session.posargs)
     lint(session)
 
 

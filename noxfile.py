@@ -92,6 +92,14 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def ab(session: nox.Session) -> None:
+    """A/B in one job: this working tree against BASE (default: the merge base with the default branch), side by
+    side; extra args go to pytest, e.g. `nox -s ab -- --perf-ab HEAD~1 --perf-model resnet18`."""
+    chosen = [] if any(arg.startswith("--perf-ab") for arg in session.posargs) else ["--perf-ab", "merge-base"]
+    run(session, "pytest", "--benchmark-only", *chosen, *session.posargs)
+
+
+@nox.session
 def doctor(session: nox.Session) -> None:
     """Check this machine's setup (macOS, Rosetta, torch's MPS/CUDA build); e.g. `nox -s doctor -- --device mps`."""
     run(session, "perfsuite", "doctor", *session.posargs)

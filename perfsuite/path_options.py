@@ -15,7 +15,7 @@ from pathlib import Path
 
 from perfsuite.errors import UsageError
 
-PATH_OPTIONS = ("--perf-baseline-dir", "--perf-summary-dir")
+PATH_OPTIONS = ("--perf-baseline-dir", "--perf-summary-dir", "--perf-ab-python")
 
 
 def rootdir_moving_paths(args: Sequence[str], invocation_dir: Path) -> list[tuple[str, str]]:

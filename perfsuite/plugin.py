@@ -20,7 +20,7 @@ from perfsuite.records import EAGER, Case, Measurement
 from perfsuite.render.results import session_header
 from perfsuite.run import devices
 from perfsuite.run.plan import RoundSettings
-from perfsuite.session import CaseFailed, CaseSkipped, Session, plan_of
+from perfsuite.session import CaseFailed, CaseSkipped, Session, ab_job, plan_of
 from perfsuite.workloads import default_model_names, model_facts, registered_workloads
 
 _SETTINGS = pytest.StashKey[settings.Settings]()
@@ -116,14 +116,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config, chosen = session.config, session_settings(session.config)
     callspecs = (getattr(item, "callspec", None) for item in session.items if not item.get_closest_marker("skip"))
     cases = tuple(c for spec in callspecs if spec is not None and isinstance(c := spec.params.get("perf_case"), Case))
-    rounds = RoundSettings(
-        min_rounds=int(config.getoption("benchmark_min_rounds", None) or 5),
-        max_time_s=float(config.getoption("benchmark_max_time", None) or 1.0),
-        min_time_s=float(config.getoption("benchmark_min_time", None) or 5e-6),
-    )
+    rounds = RoundSettings(int(config.getoption("benchmark_min_rounds", None) or 5),  # pytest-benchmark's defaults
+                           float(config.getoption("benchmark_max_time", None) or 1.0),
+                           float(config.getoption("benchmark_min_time", None) or 5e-6))
     gate = Gate(chosen, config.rootpath / chosen.baseline_dir, devices.machine_fingerprint(),
                 current_commit(config.rootpath))
-    run = Session(plan_of(chosen, cases, rounds, config.rootpath), gate, show=lambda line: show_now(config, line))
+    plan = plan_of(chosen, cases, rounds, config.rootpath)
+    try:
+        run = Session(plan, gate, show=lambda line: show_now(config, line), ab=ab_job(chosen, plan, config.rootpath))
+    except UsageError as error:
+        raise pytest.UsageError(str(error)) from None
     if not config.getoption("benchmark_skip", False):
         run.benchmarks = sum(_is_benchmark(item) for item in session.items)
     config.stash[_SESSION], config.stash[_STARTED_S] = run, time.perf_counter()

@@ -365,3 +365,45 @@ class BaselineEntry(RunMedians):
 def is_finite_positive(value: object) -> bool:
     """Whether `value` is a real number (not a bool), finite and > 0."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+@dataclass(frozen=True)
+class AbSide:
+    """One side of an A/B job: `label` as the user named it (a revision such as main, or "head" for the working tree),
+    the commit it ran (`+dirty` when the working tree had changes; None outside git), its interpreter and torch."""
+
+    label: str
+    revision: str | None
+    python: str
+    torch_version: str | None = None
+
+
+@dataclass(frozen=True)
+class AbPair:
+    """One case measured by one pair of warm processes, a base and a head, in alternating windows: `windows_s` holds
+    (base, head) time per step of each window pair in the order they ran; `base` and `head` are each side's run (its
+    rounds, figures and memory). `one_side_at_a_time`: the case did not fit in device memory twice, so the sides
+    took turns in blocks, each building the case alone (a window pair is then a pair of blocks)."""
+
+    windows_s: tuple[tuple[float, float], ...]
+    base: Run
+    head: Run
+    base_warmup_s: float
+    head_warmup_s: float
+    one_side_at_a_time: bool = False
+
+
+@dataclass(frozen=True)
+class AbMeasurement:
+    """A case measured on both sides of an A/B job: its process `pairs`, the largest difference between the two
+    sides' first outputs (same seed, weights and inputs; None when not compared), and where each side's model was
+    defined (`sources`: base file, head file)."""
+
+    case: Case
+    pairs: tuple[AbPair, ...]
+    largest_output_difference: float | None = None
+    sources: tuple[str | None, str | None] = (None, None)
+
+    def measurement(self, side: str) -> Measurement:
+        """The runs of one side ("base" or "head") as a Measurement."""
+        return Measurement(self.case, tuple(getattr(pair, side) for pair in self.pairs))

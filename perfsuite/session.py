@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfsuite.ab import AbJob, prepare_ab
 from perfsuite.errors import BadFileError
 from perfsuite.gate import Gate
 from perfsuite.judge.verdicts import Verdict
 from perfsuite.matrix.cases import sweep_key, sweep_skip_reason
 from perfsuite.records import Case, Failure, Measurement, Outcome, Run, measurement_of
 from perfsuite.render import summary
+from perfsuite.render.ab import ab_message
 from perfsuite.render.progress import process_progress_line, progress_line
 from perfsuite.render.results import render_results
 from perfsuite.render.verdicts import verdict_message
@@ -48,11 +50,14 @@ class Session:
     judged: set[str] = field(default_factory=set)
     out_of_memory: dict[tuple[str, ...], int] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
+    ab: AbJob | None = None
     _done: int = 0
 
     def run(self, case: Case, fixture: Any) -> Measurement | None:
         """Measure and judge `case` (None when no round was timed). Raises CaseSkipped or CaseFailed with the message
         its test shows; a case that ran out of memory ends its sweep for the larger batch sizes."""
+        if self.ab is not None:
+            return self._run_ab(self.ab, case, fixture)
         reason = sweep_skip_reason(case, self.out_of_memory)
         if reason:
             raise CaseSkipped(reason)
@@ -70,6 +75,21 @@ class Session:
                 feed_benchmark(fixture, result)
             self.judge(result)
         return result
+
+    def _run_ab(self, job: AbJob, case: Case, fixture: Any) -> Measurement | None:
+        """An A/B case: the first one measures every case on both sides; each case's test shows its head side's
+        rounds and fails when its verdict fails the job or could not be reached."""
+        if not job.measured:
+            job.measure(self.show)
+        self.judged.add(case.benchmark_id)
+        outcomes = job.head_outcomes(case)
+        result = measurement_of(case, outcomes) if outcomes else None
+        if isinstance(result, Measurement):
+            feed_benchmark(fixture, result)
+        verdict = job.verdicts[case.benchmark_id]
+        if verdict.status == "errored" or verdict.gate_failed:
+            raise CaseFailed(ab_message(verdict))
+        return result if isinstance(result, Measurement) else None
 
     def judge(self, measurement: Measurement) -> Verdict | None:
         """Judge one measurement; raises CaseFailed on a regression (unless this session records baselines) and on
@@ -125,6 +145,9 @@ class Session:
     def finish(self, summary_dir: Path, interrupted: bool) -> bool:
         """Judge what an interrupt left whole, record when asked, write the summary files; whether every recording
         went through."""
+        if self.ab is not None:
+            self.written = self.ab.finish(summary_dir)
+            return True
         for measurement in self.finished_unjudged():
             try:
                 self.judge(measurement)
@@ -135,6 +158,8 @@ class Session:
 
     def report(self) -> list[tuple[str, str]]:
         """The sections of the terminal report: the results tables and the gate's summary, with the files written."""
+        if self.ab is not None:
+            return [(title, text + "".join(f"{line}\n" for line in self.written)) for title, text in self.ab.report()]
         gate = self.gate
         if not gate.verdicts and not gate.errors:
             return []
@@ -157,6 +182,16 @@ def plan_of(settings: Settings, cases: Sequence[Case], rounds: RoundSettings, pr
         MeasureSettings(settings.warmup_steps, settings.ddp_processes, figure=settings.figure), rounds,
         settings.isolation, settings.threads, sources, (str(project_root),),
     )
+
+
+def ab_job(settings: Settings, plan: SessionPlan, project_root: Path) -> AbJob | None:
+    """The session's A/B job when its settings ask for one, both sides set up and checked (every selected model found
+    on each) before anything is measured; a UsageError says what is wrong."""
+    if not settings.ab or not plan.cases:
+        return None
+    job = prepare_ab(settings, plan, project_root)
+    job.check()
+    return job
 
 
 def feed_benchmark(benchmark: Any, measurement: Measurement) -> None:

@@ -44,6 +44,9 @@ DEFAULT_WARMUP_STEPS = 3
 # Bounds that catch a typo (an extra zero or three) before hours of measuring: each process is a fresh Python
 # that imports torch, and each warm-up step is a full training step.
 MAX_PROCESSES = 1000
+# An A/B job measures each case with K pairs of processes (one per side): the replicates its interval is built on.
+AB_DEFAULT_PAIRS = 6
+MIN_AB_PAIRS = 2
 MAX_WARMUP_STEPS = 100_000
 MAX_PYPROJECT_BYTES = 16 * 2**20  # a pyproject.toml is a few kB; more is a wrong file
 DEFAULT_BASELINE_DIR = "baselines"
@@ -93,9 +96,10 @@ OPTIONS = (
            "waits); the gate and A/B judge it (default: step)"),
     Option("warmup", f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})"),
     Option("processes", "measure every case in K fresh processes, interleaved across cases (default: 1, in the "
-           "pytest process); the gate judges runs, so K >= 3 calibrates it"),
+           f"pytest process); the gate judges runs, so K >= 3 calibrates it; an A/B job uses K pairs of processes "
+           f"(default {AB_DEFAULT_PAIRS}, at least {MIN_AB_PAIRS})"),
     Option("isolation", "with --perf-processes: case (a fresh process per case, the default) or pass (one process "
-           "per shuffled pass over all cases)"),
+           "per shuffled pass over all cases, the default of an A/B job: one pair of processes per pass)"),
     Option("threads", "torch CPU threads in each measuring process (default: torch's)"),
     Option("ddp-processes", "processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu)"),
     Option("update-baseline", "append this session's runs to each case's baseline history (others are kept)",
@@ -105,6 +109,11 @@ OPTIONS = (
     Option("machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)"),
     Option("baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)"),
     Option("summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)"),
+    Option("ab", "A/B in one job: measure every case on this working tree (head) and on BASE, a git revision "
+           "(main, origin/main, a commit, HEAD~1, or merge-base: the merge base of HEAD with the default branch), "
+           "side by side in alternating windows, and judge head against base (no baselines read or written)"),
+    Option("ab-python", "A/B against another interpreter (PATH of its python, e.g. with another torch): the base "
+           "side runs there, on BASE's code with --perf-ab, else on this working tree"),
     Option("tolerance", "time band for every case, e.g. 0.15 or 15%% (default 0.10, or [tool.perfsuite.tolerance] "
            "per model or benchmark id)", table=True),
     Option("memory-tolerance", "memory band, e.g. 0.10 (default 0.10, or [tool.perfsuite.memory-tolerance] per "
@@ -138,6 +147,8 @@ class RawSettings:
     machine: Any = None
     baseline_dir: Any = None
     summary_dir: Any = None
+    ab: Any = None
+    ab_python: Any = None
     tolerance: Any = None
     memory_tolerance: Any = None
 
@@ -152,7 +163,8 @@ class Settings:
     one per CUDA GPU, 2 on the CPU); `machine` names this machine's baseline files instead of the hardware.
     Tolerances: the command-line band for every case, else the per-id/per-model tables. `profile_chosen` says
     whether the profile was given (else it follows the devices: `default_profile`). `update_baseline` appends
-    this session's runs to the histories, `rebaseline` starts them over.
+    this session's runs to the histories, `rebaseline` starts them over. `ab_revision` and `ab_python` make the
+    session an A/B job (head against a base revision and/or interpreter), with `processes` pairs of processes.
     """
 
     matrix: MatrixOptions
@@ -172,6 +184,13 @@ class Settings:
     figure: str = STEP_FIGURE
     update_baseline: bool = False
     rebaseline: bool = False
+    ab_revision: str | None = None
+    ab_python: str | None = None
+
+    @property
+    def ab(self) -> bool:
+        """Whether this session is an A/B job."""
+        return self.ab_revision is not None or self.ab_python is not None
 
     @property
     def records(self) -> bool:
@@ -277,12 +296,25 @@ def validate_settings(
             else DEFAULT_COMPILE_MODES
         ),
     )
+    ab_revision = _ab_text(raw.ab, where("ab"))
+    ab_python = _ab_text(raw.ab_python, where("ab_python"))
+    ab = ab_revision is not None or ab_python is not None
+    processes = _count(raw.processes, where("processes"), minimum=1, default=AB_DEFAULT_PAIRS if ab else 1,
+                       maximum=MAX_PROCESSES)
+    if ab and processes < MIN_AB_PAIRS:
+        raise UsageError(f"{where('processes')} {processes}: an A/B job needs at least {MIN_AB_PAIRS} process pairs "
+                         f"to see the spread between processes (default {AB_DEFAULT_PAIRS})")
+    if ab and (raw.update_baseline or raw.rebaseline):
+        raise UsageError(f"{where('ab')}: an A/B job judges head against base and writes no baselines; record "
+                         "baselines in a session of their own (--perf-update-baseline without --perf-ab)")
     return Settings(
         matrix=matrix,
+        ab_revision=ab_revision,
+        ab_python=ab_python,
         warmup_steps=_count(
             raw.warmup, where("warmup"), minimum=0, default=DEFAULT_WARMUP_STEPS, maximum=MAX_WARMUP_STEPS
         ),
-        processes=_count(raw.processes, where("processes"), minimum=1, default=1, maximum=MAX_PROCESSES),
+        processes=processes,
         threads=_count(raw.threads, where("threads"), minimum=1, default=None),
         ddp_processes=_count(raw.ddp_processes, where("ddp_processes"), minimum=1, default=None),
         machine=_machine_name(raw.machine, where("machine")),
@@ -296,7 +328,7 @@ def validate_settings(
         tolerances=_tolerance_table(raw.tolerance, where("tolerance"), workload_names),
         memory_tolerances=_tolerance_table(raw.memory_tolerance, where("memory_tolerance"), workload_names),
         profile_chosen=raw.profile is not None,
-        isolation=_isolation(raw.isolation, where("isolation")),
+        isolation=_isolation(raw.isolation, where("isolation")) if raw.isolation is not None or not ab else "pass",
         figure=_one_name(raw.figure, FIGURES, where("figure")) if raw.figure is not None else STEP_FIGURE,
         update_baseline=_switch(raw.update_baseline, where("update_baseline")),
         rebaseline=_switch(raw.rebaseline, where("rebaseline")),
@@ -398,6 +430,15 @@ def _isolation(raw: Any, where: str) -> Isolation:
         return "case"
     chosen = _one_name(raw, ISOLATIONS, where)
     return "pass" if chosen == "pass" else "case"
+
+
+def _ab_text(raw: Any, where: str) -> str | None:
+    """A revision or a path for the A/B options: non-empty text."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise UsageError(f"{where} needs a value (a git revision or merge-base; a python path), got {raw!r}")
+    return raw.strip()
 
 
 def _switch(raw: Any, where: str) -> bool:

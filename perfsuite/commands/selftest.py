@@ -11,6 +11,7 @@ Exit status: 0 when done, 2 on bad input (the message says why).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import shlex
 import sys
@@ -45,6 +46,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(CPU; adds -contended<N> to the file name)")
     parser.add_argument("--cases", help="comma-separated case names to keep, e.g. matmul-chain,matmul-chain+3 "
                         "(default: all)")
+    parser.add_argument("--ab", action="store_true",
+                        help="measure the A/B decision instead: whole A/B jobs on --model in --modes, A/A and with "
+                        "planted slowdowns (--factors), --repeats times each; writes selftest-ab-<device>.json")
+    parser.add_argument("--model", default="resnet18", help="with --ab: the built-in model (default: %(default)s)")
+    parser.add_argument("--modes", default="infer,train", help="with --ab: modes (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=4, help="with --ab: batch size (default: %(default)s)")
+    parser.add_argument("--profile", default="smoke", help="with --ab: profile (default: %(default)s)")
+    parser.add_argument("--dtype", default="fp32", help="with --ab: dtype (default: %(default)s)")
+    parser.add_argument("--factors", default="1.0,1.3",
+                        help="with --ab: planted slowdowns, 1.0 for A/A (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=10, help="with --ab: jobs per factor (default: %(default)s)")
+    parser.add_argument("--pairs", type=int, default=6, help="with --ab: process pairs per job (default: %(default)s)")
     parser.add_argument("--report", nargs="+", metavar="FILE",
                         help="render the report from these selftest files instead of measuring")
     parser.add_argument("--output", default=DEFAULT_REPORT, help="where --report writes (default: %(default)s)")
@@ -59,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
             return _render(args.report, Path(args.output))
         if args.analyse:
             return _reanalyse(args.analyse)
+        if args.ab:
+            return _measure_ab(args)
         return _measure(args)
     except _BadInput as error:
         print(f"perfsuite selftest: error: {error}", file=sys.stderr)
@@ -67,6 +82,29 @@ def run(args: argparse.Namespace) -> int:
 
 class _BadInput(Exception):
     """Input the command cannot use; the message says what and how to fix it."""
+
+
+def _measure_ab(args: argparse.Namespace) -> int:
+    from perfsuite.selftest.ab import AbSelftestPlan, run_ab_selftest, write_record
+
+    try:
+        factors = tuple(float(text) for text in args.factors.split(","))
+    except ValueError:
+        raise _BadInput(f"--factors {args.factors!r}: give numbers >= 1.0 separated by commas, e.g. 1.0,1.3") from None
+    if any(not math.isfinite(f) or f < 1.0 for f in factors) or args.repeats < 1 or args.pairs < 2:
+        raise _BadInput("--factors must be >= 1.0, --repeats >= 1 and --pairs >= 2")
+    device = args.device or "cpu"
+    plan = AbSelftestPlan(
+        device, args.model, tuple(m.strip() for m in args.modes.split(",") if m.strip()), args.batch_size,
+        args.profile, args.dtype, factors, args.repeats, args.pairs, args.max_time_s or 1.0,
+        threads=args.threads or 1,
+    )
+    record = run_ab_selftest(plan)
+    path = Path(args.out) / f"selftest-ab-{device}.json"
+    write_record(record, path)
+    print(json.dumps(record["summary"], indent=1))
+    print(f"perfsuite selftest: wrote {path}")
+    return 0
 
 
 def _measure(args: argparse.Namespace) -> int:

@@ -1,18 +1,22 @@
-"""The results a person reads after a run: one table per device with the median step time, samples/s, TFLOP/s, the
-case's memory figure and its verdict. Pure functions from measurements and verdict names to text."""
+"""The results a person reads after a run: one table per device with the median step time and what it times (the
+figure: `step`, steps back to back as a loop runs them, or `latency`, one step and a drain), the latency of one
+inference step beside it, samples/s, TFLOP/s, the case's memory figure and its verdict. Pure functions from
+measurements and verdict names to text."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from perfsuite.matrix.axes import ACCELERATOR_DEFAULT_PROFILE, CPU_DEFAULT_PROFILE
+from perfsuite.matrix.axes import ACCELERATOR_DEFAULT_PROFILE, CPU_DEFAULT_PROFILE, base_mode
 from perfsuite.matrix.cases import MatrixOptions
 from perfsuite.records import Measurement
 from perfsuite.render.units import format_bytes, format_seconds
 
-RESULT_COLUMNS = ("case", "median", "samples/s", "TFLOP/s", "memory", "memory figure", "runs", "verdict")
+RESULT_COLUMNS = ("case", "median", "figure", "latency", "samples/s", "TFLOP/s", "memory", "memory figure", "runs",
+                  "verdict")
 
 
 def result_rows(measurements: Sequence[Measurement], verdicts: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
@@ -24,6 +28,8 @@ def result_rows(measurements: Sequence[Measurement], verdicts: Mapping[str, str]
         by_device.setdefault(case.device, []).append({
             "case": case.benchmark_id.removeprefix(f"{case.device}-"),
             "median": format_seconds(measurement.median_s),
+            "figure": last.figure,
+            "latency": _latency(measurement),
             "samples/s": f"{measurement.samples_per_s:.4g}",
             "TFLOP/s": "-" if tflops is None else f"{tflops:.3g}",
             "memory": format_bytes(last.memory_bytes),
@@ -32,6 +38,15 @@ def result_rows(measurements: Sequence[Measurement], verdicts: Mapping[str, str]
             "verdict": verdicts.get(case.benchmark_id, "-"),
         })
     return by_device
+
+
+def _latency(measurement: Measurement) -> str:
+    """The median over runs of one inference step and its drain (what one request waits); "-" for training, where a
+    loop never waits after each step, and where it was not measured."""
+    latencies = [run.latency_median_s for run in measurement.runs if run.latency_median_s is not None]
+    if base_mode(measurement.case.mode) != "infer" or not latencies:
+        return "-"
+    return format_seconds(statistics.median(latencies))
 
 
 def _own_memory(measurement: Measurement) -> bool:

@@ -104,10 +104,7 @@ def _measure(
     try:
         device.reset_memory_peak()
         in_use_before_bytes = device.memory_in_use_bytes()
-        target = PipelinedSteps(warm.prepared.run_step, device.synchronize, warm.steps_per_round)
-        fixture.pedantic(target, rounds=rounds_for(warm.step_s * warm.steps_per_round, rounds),
-                         iterations=warm.steps_per_round, warmup_rounds=0)
-        device.synchronize()  # pytest-benchmark calls the target once more after the rounds, for its result
+        warm.time_with(fixture, rounds)
         in_use_after_bytes = device.memory_in_use_bytes()
         warm.check_no_compilation()
         stats = getattr(fixture, "stats", None)
@@ -115,8 +112,9 @@ def _measure(
         memory_bytes = device.memory_figures_bytes()
         memory_figure = device.memory_figure_name()
         latency_median_s = (
-            statistics.median(round_times_s) if warm.figure == LATENCY_FIGURE or not round_times_s
-            else warm.latency_s(LATENCY_STEPS)
+            statistics.median(round_times_s) if warm.figure == LATENCY_FIGURE and round_times_s
+            else warm.latency_s(LATENCY_STEPS) if round_times_s and base_mode(case.mode) == "infer"
+            else None  # a training loop never waits after each step
         )
         event_times_s = device.event_times_s(warm.prepared.run_step, EVENT_TIMED_STEPS)
         event_median_s = None if event_times_s is None else statistics.median(event_times_s)
@@ -173,7 +171,9 @@ class PipelinedSteps:
 class WarmCase:
     """A case built on its device and warmed up, ready for timed rounds: `steps_per_round` steps back to back then
     one drain of the device make a round (one step for the latency figure); `step_s` is the calibration's estimate
-    of one step's time in such a round. `close()` releases what it holds."""
+    of one step's time in such a round; `first_output` is what the first warm-up step returned (the loss of a
+    training step), from the seeded weights and inputs; `warmup_total_s` the warm-up's seconds (compilation
+    included). `close()` releases what it holds."""
 
     case: Case
     prepared: PreparedCase
@@ -185,6 +185,8 @@ class WarmCase:
     facts: dict[str, Fact]
     warmup_steps: int
     _before_rounds: DynamoCounts | None = None
+    first_output: object = None
+    warmup_total_s: float = 0.0
 
     @property
     def config_digest(self) -> str:
@@ -198,6 +200,14 @@ class WarmCase:
     def samples_per_step(self) -> int:
         return self.prepared.samples
 
+    def time_with(self, fixture: Any, rounds: RoundSettings) -> None:
+        """Time rounds with pytest-benchmark's fixture, as many as `rounds` asks for: each round `steps_per_round`
+        steps back to back and one drain (pytest-benchmark's iterations), so its statistics are per step."""
+        target = PipelinedSteps(self.prepared.run_step, self.device.synchronize, self.steps_per_round)
+        fixture.pedantic(target, rounds=rounds_for(self.step_s * self.steps_per_round, rounds),
+                         iterations=self.steps_per_round, warmup_rounds=0)
+        self.device.synchronize()  # pytest-benchmark calls the target once more after the rounds, for its result
+
     def time_rounds(self, duration_s: float) -> list[float]:
         """Timed rounds for at least one round and about `duration_s` seconds: each round's time per step."""
         run_step, synchronize, steps = self.prepared.run_step, self.device.synchronize, self.steps_per_round
@@ -210,6 +220,21 @@ class WarmCase:
             synchronize()
             times_s.append((time.perf_counter() - start_s) / steps)
         return times_s
+
+    def run_of(self, round_times_s: Sequence[float], fresh_process: bool) -> Run:
+        """The run of rounds this warm case timed (`time_rounds`), with the memory figures as they stand now (reset
+        the peak before the rounds); no device events or busy fraction (they cost steps of their own)."""
+        memory_bytes = self.device.memory_figures_bytes()
+        memory_figure = self.device.memory_figure_name()
+        return Run(
+            case=self.case, round_times_s=tuple(round_times_s), samples_per_step=self.samples_per_step,
+            flops_per_step=self.flops_per_step, memory_figure=memory_figure,
+            memory_bytes=memory_bytes.get(memory_figure), config_digest=self.config_digest,
+            torch_version=torch.__version__, threads=torch.get_num_threads(), parameter_count=self.parameter_count,
+            facts={**get_workload(self.case.model).extra_facts, **self.facts, **memory_bytes,
+                   "fresh_process": fresh_process},
+            figure=self.figure, steps_per_round=self.steps_per_round,
+        )
 
     def latency_s(self, steps: int) -> float:
         """The median time of `steps` single steps, each followed by a drain of the device: what one request waits."""
@@ -243,9 +268,12 @@ def open_case(case: Case, settings: MeasureSettings, rounds: RoundSettings) -> W
         facts: dict[str, Fact] = dict(prepared.extra_facts)
         compiling = case.compile in TORCH_COMPILE_MODES
         before_warmup = DynamoCounts.now() if compiling else None
-        warmup_s = check_warmup(prepared, settings.warmup_steps)
+        first_output: list[object] = []
+        warmup_started_s = time.perf_counter()
+        warmup_s = check_warmup(prepared, settings.warmup_steps, first_output)
+        warmup_total_s = time.perf_counter() - warmup_started_s
         flops_per_step = prepared.flops_per_step
-        if flops_per_step is None:
+        if flops_per_step is None and settings.count_flops:
             flops_per_step = count_flops(prepared.run_step)
         device.synchronize()
         step_s, steps = calibrate(prepared, device, settings.figure, rounds, warmup_s)
@@ -257,7 +285,8 @@ def open_case(case: Case, settings: MeasureSettings, rounds: RoundSettings) -> W
         device.free_cached_memory()
         raise
     return WarmCase(case, prepared, device, settings.figure, steps, step_s, flops_per_step, facts,
-                    settings.warmup_steps, before_rounds)
+                    settings.warmup_steps, before_rounds, first_output[0] if first_output else None,
+                    warmup_total_s)
 
 
 def calibrate(
@@ -305,9 +334,10 @@ def _prepare(case: Case, ddp_processes: int | None) -> PreparedCase:
     return prepared
 
 
-def check_warmup(prepared: PreparedCase, warmup_steps: int) -> list[float]:
+def check_warmup(prepared: PreparedCase, warmup_steps: int, first_output: list[object] | None = None) -> list[float]:
     """Run the warm-up steps, each followed by a drain of the device; for training, fail on a non-finite loss naming
-    the step and the value. Returns the times of the warm-up steps after the first (which pays first-call costs)."""
+    the step and the value. Returns the times of the warm-up steps after the first (which pays first-call costs);
+    the first step's output (its loss, for training) is appended to `first_output` when given."""
     training = base_mode(prepared.case.mode) == "train"
     times_s = []
     for step in range(1, warmup_steps + 1):
@@ -315,6 +345,8 @@ def check_warmup(prepared: PreparedCase, warmup_steps: int) -> list[float]:
         output = prepared.timed_step()
         if step > 1:
             times_s.append(time.perf_counter() - start_s)
+        elif first_output is not None:
+            first_output.append(output)
         if training and isinstance(output, torch.Tensor) and output.numel() == 1:
             loss = float(output.detach().float().cpu())
             if not math.isfinite(loss):

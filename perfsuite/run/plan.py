@@ -54,12 +54,14 @@ def rounds_for(round_s: float, rounds: RoundSettings) -> int:
 class MeasureSettings:
     """How each case is measured: `warmup_steps` untimed steps first; `ddp_processes` the processes of a train-ddp
     step (None: the device's default); `fresh_process` says the case has its process to itself, which makes the
-    process's memory figure the case's own; `figure` what the rounds time (records.FIGURES)."""
+    process's memory figure the case's own; `figure` what the rounds time (records.FIGURES); `count_flops` whether
+    the step's FLOPs are counted (a counted pass of its own; an A/B job compares times and leaves it out)."""
 
     warmup_steps: int
     ddp_processes: int | None = None
     fresh_process: bool = False
     figure: str = STEP_FIGURE
+    count_flops: bool = True
 
 
 @dataclass(frozen=True)

@@ -38,14 +38,13 @@ import torch
 
 from perfsuite.records import Case, Run
 from perfsuite.run.devices import backend, machine_fingerprint
-from perfsuite.run.plan import RoundSettings
+from perfsuite.run.plan import MeasureSettings, RoundSettings
 from perfsuite.run.profiling import cuda_kernel_times_s
 from perfsuite.run.wire import run_to_json
 from perfsuite.run.worker import standalone_benchmark
 from perfsuite.selftest.analysis import analyse
 from perfsuite.selftest.plan import SelftestCase, SelftestPlan, accuracy_cases, plan_from_dict, worker_cases
 from perfsuite.store.baselines import machine_identity
-from perfsuite.workloads import get_workload
 
 SCHEMA = "perfsuite-selftest"
 SCHEMA_VERSION = 2
@@ -108,37 +107,37 @@ def timer_per_call_s(run_step: Callable[[], object], calls: int) -> float:
 def measure_accuracy(
     selftest_case: SelftestCase, max_time_s: float, warmup_steps: int, alternations: int = 3
 ) -> dict[str, Any]:
-    """The suite's median round of one case and the references for the same prepared step, measured in
-    turn `alternations` times (so a slow spell of the machine hits both); each figure is the median of its
-    turns. Where the device has timing events (CUDA), they replace blocked_autorange in each turn, and where
-    torch.profiler times its kernels (CUDA), the profiler's GPU times (which host noise does not move) are taken
-    once, over 20 steps, after the turns."""
-    from perfsuite.run.steps import prepare_case
+    """The suite's step time and its references for the same warm case, measured in turn `alternations` times (so a
+    slow spell of the machine hits all of them); each figure is the median of its turns.
+
+    suite_s: the real measuring code (`WarmCase.time_with`, pipelined rounds timed by pytest-benchmark);
+    synced_s: one step and a drain per round, the method before pipelined rounds (and the latency figure);
+    timer_blocked_s: torch.utils.benchmark.Timer.blocked_autorange, which drains the device at block edges only;
+    timer_per_call_s: Timer's single calls. Where torch.profiler times the device's kernels (CUDA), its GPU times
+    (which host noise does not move) are taken once, over 20 steps, after the turns."""
+    from perfsuite.run.measure import open_case
 
     case = selftest_case.case
-    device = backend(case.device)
-    prepared = prepare_case(case, get_workload(case.model))
+    rounds = RoundSettings(max_time_s=max_time_s)
+    warm = open_case(case, MeasureSettings(warmup_steps, count_flops=False), rounds)
     try:
-        for _ in range(warmup_steps):
-            prepared.timed_step()
-        turns: dict[str, list[float]] = {"suite_s": [], "timer_per_call_s": []}
+        turns: dict[str, list[float]] = {"suite_s": [], "synced_s": [], "timer_blocked_s": [], "timer_per_call_s": []}
         for _ in range(alternations):
-            fixture = standalone_benchmark(case.benchmark_id, RoundSettings(max_time_s=max_time_s))
-            fixture(prepared.timed_step)
+            fixture = standalone_benchmark(case.benchmark_id, rounds)
+            warm.time_with(fixture, rounds)
             turns["suite_s"].append(float(fixture.stats.stats.median))
             calls = max(5, min(200, int(max_time_s / max(turns["suite_s"][-1], 1e-6))))
-            turns["timer_per_call_s"].append(timer_per_call_s(prepared.run_step, calls))
-            events_s = device.event_times_s(prepared.run_step, min(calls, 100))
-            if events_s is None:
-                turns.setdefault("timer_blocked_s", []).append(timer_blocked_s(prepared.run_step, max_time_s))
-            else:
-                turns.setdefault("events_s", []).append(statistics.median(events_s))
-        gpu = cuda_kernel_times_s(prepared.run_step, steps=20) if device.profiles_kernels else {}
+            turns["synced_s"].append(warm.latency_s(calls))
+            turns["timer_blocked_s"].append(timer_blocked_s(warm.prepared.run_step, max_time_s))
+            turns["timer_per_call_s"].append(timer_per_call_s(warm.prepared.run_step, calls))
+        gpu = cuda_kernel_times_s(warm.prepared.run_step, steps=20) if warm.device.profiles_kernels else {}
+        steps_per_round = warm.steps_per_round
     finally:
-        prepared.close()
+        warm.close()
     medians = {key: statistics.median(values) for key, values in turns.items()}
     profiled = {f"profiler_{key}": value for key, value in gpu.items()}
-    return {"name": selftest_case.name, "benchmark_id": case.benchmark_id, **medians, **profiled, "turns": turns}
+    return {"name": selftest_case.name, "benchmark_id": case.benchmark_id, "steps_per_round": steps_per_round,
+            **medians, **profiled, "turns": turns}
 
 
 def measure_overhead(device: str, rounds: int = 2000) -> dict[str, Any]:

@@ -23,15 +23,6 @@ from perfsuite.selftest.analysis import (
 GPU_ACCURACY_TARGET = 0.02
 OVERHEAD_TARGET = 0.01
 BAND = 0.10
-# The references an accuracy row may hold beside the suite's median, in the report's order, with their column names
-# ("{device}" is the run's device).
-ACCURACY_REFERENCES = {
-    "profiler_kernel_s": "profiler GPU kernel time",
-    "profiler_span_s": "profiler GPU span",
-    "events_s": "{device} events around the step",
-    "timer_per_call_s": "Timer per call",
-    "timer_blocked_s": "Timer blocked_autorange",
-}
 
 
 @dataclass(frozen=True)
@@ -141,28 +132,33 @@ def _render_runs(documents: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines + [""]
 
 
+ACCURACY_REFERENCES = (
+    ("timer_blocked_s", "Timer blocked_autorange"), ("synced_s", "one step + drain per round"),
+    ("timer_per_call_s", "Timer per call"), ("profiler_kernel_s", "profiler GPU kernel time"),
+)
+
+
 def _render_accuracy(documents: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One table per run: the suite's median step (pipelined rounds) beside each reference measured in turn with it;
+    references a run did not take (the profiler off CUDA, older files) are left out."""
     lines = ["## Accuracy", ""]
     for document in documents:
         accuracy = (document.get("probe") or {}).get("accuracy", [])
         if not accuracy:
             continue
-        lines += [f"### {run_label(document)}", ""]
-        # The columns are the references this run measured: on CUDA the profiler and events, on the CPU Timer's.
-        references = [key for key in ACCURACY_REFERENCES if any(key in row for row in accuracy)]
-        columns = [ACCURACY_REFERENCES[key].format(device=document["device"].upper()) for key in references]
-        header = ("case", "suite median", *(cell for column in columns for cell in (column, "diff")))
+        keys = [(key, title) for key, title in ACCURACY_REFERENCES if any(key in row for row in accuracy)]
+        header = ("case", "steps a round", "suite median", *[c for _, title in keys for c in (title, "diff")])
         rows: list[Sequence[str]] = []
         for row in accuracy:
             if "error" in row:
-                rows.append((row["name"], row["error"][:120], *["-"] * (2 * len(references))))
+                rows.append((row["name"], row["error"][:120], *["-"] * (len(header) - 2)))
                 continue
             suite = row["suite_s"]
-            cells = [row["name"], format_seconds(suite)]
-            for key in references:
+            cells = [row["name"], str(row.get("steps_per_round", 1)), format_seconds(suite)]
+            for key, _ in keys:
                 cells += [format_seconds(row.get(key)), signed_percent(relative_difference(suite, row.get(key)))]
             rows.append(cells)
-        lines += _table(header, rows)
+        lines += [f"### {run_label(document)}", ""] + _table(header, rows)
     return lines
 
 

@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import BadFileError
+from perfsuite.judge.ab import AB_STATUSES
+from perfsuite.render.ab import SCHEMA, SCHEMA_VERSION
 from perfsuite.store.archive import FileProblem
 from perfsuite.store.jsonfile import read_json_file
 
-SCHEMA = "perfsuite-ab"
-SCHEMA_VERSION = 1
-AB_STATUSES = ("regressed", "improved", "unchanged", "errored")
 CASE_FIELDS = ("device", "dtype", "model", "batch_size", "mode", "profile", "compile")
 REMEDY = "Write the A/B summary again with the A/B command, or leave the file out of --ab."
 

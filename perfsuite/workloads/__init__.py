@@ -115,6 +115,14 @@ def registered_workloads() -> dict[str, Workload]:
     return dict(_REGISTRY)
 
 
+# The modules that define the built-in models (what an A/B base side takes from the base checkout of perfsuite's own
+# repository, while the harness stays the head's).
+MODEL_MODULES = (
+    "perfsuite.workloads.random_weights", "perfsuite.workloads.resnet", "perfsuite.workloads.bert",
+    "perfsuite.workloads.stable_diffusion",
+)
+
+
 def builtin_workloads() -> dict[str, Workload]:
     """The models perfsuite ships, by name, in the source article's order: ResNet18, BERT-base, the SD 1.5 parts."""
     # Imported here so that `import perfsuite` stays cheap; these modules import transformers lazily too.

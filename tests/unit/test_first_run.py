@@ -5,6 +5,7 @@ an interrupted run keeps what it measured."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -55,11 +56,15 @@ def test_the_results_table_has_a_block_per_device_with_throughput_tflops_memory_
     rows = result_rows(measurements, {cuda.benchmark_id: "unchanged"})
     assert list(rows) == ["cpu", "cuda"]
     assert rows["cpu"][0] == {
-        "case": "fp32-resnet18-bs4-train-smoke", "median": "20 ms", "samples/s": "200", "TFLOP/s": "0.1",
+        "case": "fp32-resnet18-bs4-train-smoke", "median": "20 ms", "figure": "step", "latency": "-",
+        "samples/s": "200", "TFLOP/s": "0.1",
         "memory": "512 MiB", "memory figure": "cpu_peak_rss_bytes (whole process so far)", "runs": "1", "verdict": "-",
     }
     assert rows["cuda"][0]["median"] == "3 ms" and rows["cuda"][0]["TFLOP/s"] == "0.667"
     assert rows["cuda"][0]["runs"] == "2" and rows["cuda"][0]["verdict"] == "unchanged"
+    assert rows["cuda"][0]["latency"] == "-"  # not measured in these runs
+    latency = Measurement(cuda, (replace(_run(cuda, 0.002, True), latency_median_s=0.0025),))
+    assert result_rows([latency], {})["cuda"][0]["latency"] == "2.5 ms"
     text = render_results(measurements, {})
     assert text.startswith("cpu:\n") and "\n\ncuda:\n" in text
 

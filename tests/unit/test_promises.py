@@ -14,9 +14,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +25,6 @@ from perfsuite.cli import main as perfsuite
 from perfsuite.coverage.allowlist import AllowlistError, load_allowlist
 from perfsuite.errors import BadFileError, UsageError
 from perfsuite.records import Case, Run
-from perfsuite.run import processes
 from perfsuite.run.ddp.ranks import loopback_store
 from perfsuite.settings import RawSettings, load_settings
 from perfsuite.store import jsonfile

@@ -769,5 +769,5 @@ def test_the_accuracy_columns_are_the_references_the_run_measured():
         {"name": "resnet18-infer-bs4-smoke", "error": "RuntimeError: boom"},
     ]
     lines = section(render_report([cpu]), "## Accuracy")
-    assert "| case | suite median | Timer per call | diff | Timer blocked_autorange | diff |" in lines
-    assert "| resnet18-infer-bs4-smoke | RuntimeError: boom | - | - | - | - |" in lines
+    assert "| case | steps a round | suite median | Timer blocked_autorange | diff | Timer per call | diff |" in lines
+    assert "| resnet18-infer-bs4-smoke | RuntimeError: boom | - | - | - | - | - |" in lines

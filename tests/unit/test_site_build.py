@@ -79,7 +79,8 @@ def test_bad_files_are_named_on_the_index_and_their_good_entries_still_shown(tmp
     for file_name, what in (
         ("truncated-vm.json", "is not valid JSON"),
         ("wrong-field-vm.json", "field &#x27;batch_size&#x27; should be a whole number &gt;= 1, got &#x27;four&#x27;"),
-        ("negative-time-vm.json", "run 1: &#x27;round_times_s&#x27; must be a non-empty list of finite times &gt;= 1e-09 seconds"),
+        ("negative-time-vm.json",
+         "run 1: &#x27;round_times_s&#x27; must be a non-empty list of finite times &gt;= 1e-09 seconds"),
         ("20261203T134357Z-3d7a4eb-0a1b2c.json", "&#x27;perfsuite-archive-draft&#x27;, not &#x27;perfsuite-archive"),
     ):
         assert re.search(rf"{re.escape(file_name)}</td><td>[^<]*{re.escape(what)}", problems), file_name

@@ -23,3 +23,15 @@ fallback_ops = [op.strip() for op in os.environ.get("MPS_DOUBLE_FALLBACK_OPS", "
 falling_back = double.falls_back(fallback_ops)
 if fallback_ops:
     falling_back.__enter__()
+
+calls_file = os.environ.get("MPS_DOUBLE_CALLS_FILE")
+if calls_file:
+    import atexit
+    import json
+
+    def _append_calls() -> None:
+        """One JSON line per process: its pid and the bindings it called, for tests of processes it started."""
+        with open(calls_file, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"pid": os.getpid(), "calls": list(double.calls)}) + "\n")
+
+    atexit.register(_append_calls)

@@ -1,0 +1,191 @@
+"""How an A/B job reads: a sentence per verdict, the terminal table, the summary document (schema `perfsuite-ab`
+version 1, which `perfsuite site --ab` shows), its Markdown and a PNG of the ratios with their intervals."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from perfsuite.judge.ab import FAMILY_ERROR_RATE, AbVerdict
+from perfsuite.records import AbMeasurement, AbSide
+
+SCHEMA = "perfsuite-ab"
+SCHEMA_VERSION = 1
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3g}"
+
+
+def _percent(fraction: float | None) -> str:
+    return "-" if fraction is None else f"{fraction * 100:.2g}%"
+
+
+def interval_text(verdict: AbVerdict) -> str:
+    if verdict.ratio is None:
+        return "-"
+    return f"x{verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
+
+
+def ab_message(verdict: AbVerdict) -> str:
+    """One sentence on the verdict: what changed, how sure, and what could be seen."""
+    name, status = verdict.case.benchmark_id, verdict.status
+    if status == "errored":
+        return f"{name}: A/B could not judge it: " + "; ".join(verdict.reasons)
+    level = f"{100 * (1 - FAMILY_ERROR_RATE):.0f}% interval over {verdict.family_size} case(s)"
+    seen = (
+        f"head/base {interval_text(verdict)} ({level}; {verdict.pairs} process pairs, {verdict.windows} window "
+        f"pairs); detects >= {_percent(verdict.floor)} here, band {_percent(verdict.tolerance)}"
+    )
+    sentence = {
+        "regressed": "regressed: head is slower than base beyond the band",
+        "improved": "improved: head is faster than base beyond the band",
+        "unchanged": "unchanged",
+        "inconclusive": (
+            "inconclusive: this job could not tell a change of the band's size from noise; more process pairs "
+            "(--perf-processes) or a quieter machine would judge it"
+        ),
+    }[status]
+    memory = ""
+    if verdict.memory_status == "regressed":
+        memory = (
+            f"; memory regressed: {verdict.memory_figure} {verdict.base_memory_bytes} -> "
+            f"{verdict.head_memory_bytes} bytes"
+        )
+    alone = ""
+    if verdict.one_side_at_a_time_pairs:
+        alone = (
+            f"; both sides did not fit in device memory together, so {verdict.one_side_at_a_time_pairs} pair(s) "
+            "measured one side at a time, in alternating blocks that each built the case anew (slower, and each "
+            "block's value carries its build)"
+        )
+    return f"{name}: {sentence}, {seen}{memory}{alone}"
+
+
+def render_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement]) -> str:
+    """The terminal table: per case base and head ms per step, the ratio with its interval, the floor, the verdict,
+    samples/s on each side and the largest output difference."""
+    header = ("case", "base ms", "head ms", "head/base [interval]", "floor", "verdict", "samples/s base -> head",
+              "output diff")
+    rows = [header]
+    for verdict in verdicts:
+        measurement = measurements.get(verdict.case.benchmark_id)
+        samples = measurement.pairs[0].head.samples_per_step if measurement and measurement.pairs else None
+        rate = "-"
+        if samples and verdict.base_median_s and verdict.head_median_s:
+            rate = f"{samples / verdict.base_median_s:.4g} -> {samples / verdict.head_median_s:.4g}"
+        difference = verdict.largest_output_difference
+        rows.append((
+            verdict.case.benchmark_id, _ms(verdict.base_median_s), _ms(verdict.head_median_s), interval_text(verdict),
+            _percent(verdict.floor), verdict.status + (" (memory regressed)" if verdict.memory_status == "regressed"
+                                                       else ""),
+            rate, "-" if difference is None else f"{difference:.3g}",
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_sides(base: AbSide, head: AbSide) -> str:
+    return "".join(
+        f"{name}: {side.label} ({side.revision or 'no git revision'}), python {side.python}, torch "
+        f"{side.torch_version or 'unknown'}\n" for name, side in (("base", base), ("head", head))
+    )
+
+
+def summary_document(
+    verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide, head: AbSide,
+    started_at: str,
+) -> dict[str, Any]:
+    """The A/B summary file's content: both sides, and per case its verdict, figures and every window pair."""
+
+    def finite(value: float | None) -> float | None:
+        return None if value is None or not math.isfinite(value) else value
+
+    cases = []
+    for verdict in verdicts:
+        measurement = measurements.get(verdict.case.benchmark_id)
+        case = verdict.case
+        cases.append({
+            "benchmark_id": case.benchmark_id,
+            "case": {"device": case.device, "dtype": case.dtype, "model": case.model, "batch_size": case.batch_size,
+                     "mode": case.mode, "profile": case.profile, "compile": case.compile},
+            "status": verdict.status, "message": ab_message(verdict),
+            "base_median_s": verdict.base_median_s, "head_median_s": verdict.head_median_s,
+            "ratio": verdict.ratio, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high, "floor": verdict.floor,
+            "tolerance": verdict.tolerance, "pairs": verdict.pairs, "windows": verdict.windows,
+            "largest_output_difference": finite(verdict.largest_output_difference),
+            "outputs_differ_in_shape": verdict.largest_output_difference == math.inf,
+            "memory_figure": verdict.memory_figure, "base_memory_bytes": verdict.base_memory_bytes,
+            "head_memory_bytes": verdict.head_memory_bytes, "memory_status": verdict.memory_status,
+            "model_files": {"base": measurement.sources[0], "head": measurement.sources[1]} if measurement else None,
+            "process_pairs": [
+                {"windows_s": [list(pair) for pair in process_pair.windows_s],
+                 "one_side_at_a_time": process_pair.one_side_at_a_time,
+                 "warmup_s": {"base": process_pair.base_warmup_s, "head": process_pair.head_warmup_s},
+                 "steps_per_round": {"base": process_pair.base.steps_per_round,
+                                     "head": process_pair.head.steps_per_round}}
+                for process_pair in (measurement.pairs if measurement else ())
+            ],
+        })
+    return {
+        "schema": SCHEMA, "version": SCHEMA_VERSION, "started_at": started_at,
+        "base": {"label": base.label, "revision": base.revision, "python": base.python,
+                 "torch_version": base.torch_version},
+        "head": {"label": head.label, "revision": head.revision, "python": head.python,
+                 "torch_version": head.torch_version},
+        "family_error_rate": FAMILY_ERROR_RATE, "cases": cases,
+    }
+
+
+def summary_json(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, indent=1, allow_nan=False) + "\n"
+
+
+def summary_markdown(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide,
+                     head: AbSide) -> str:
+    """The summary as Markdown (a CI job summary): the sides, the table and a sentence per case."""
+    table = render_table(verdicts, measurements).splitlines()
+    cells = [[cell for cell in line.split("  ") if cell.strip()] for line in table]
+    markdown = ["| " + " | ".join(cell.strip() for cell in row) + " |" for row in cells]
+    markdown.insert(1, "|" + "---|" * len(cells[0]))
+    sides = render_sides(base, head).splitlines()
+    return (
+        "# perfsuite A/B\n\n" + "\n".join(f"- {line}" for line in sides) + "\n\n" + "\n".join(markdown) + "\n\n"
+        + "\n".join(f"- {ab_message(verdict)}" for verdict in verdicts) + "\n"
+    )
+
+
+def write_ratio_plot(verdicts: Sequence[AbVerdict], path: Path) -> bool:
+    """A PNG of each case's ratio with its interval and the band; False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    judged = [v for v in verdicts if v.ratio is not None]
+    figure, axes = plt.subplots(figsize=(8, 0.45 * max(len(judged), 1) + 1.5))
+    colours = {"regressed": "tab:red", "improved": "tab:green", "unchanged": "tab:grey", "inconclusive": "tab:orange"}
+    for row, verdict in enumerate(judged):
+        assert verdict.ratio is not None and verdict.ci_low is not None and verdict.ci_high is not None
+        axes.errorbar(verdict.ratio, row, xerr=[[verdict.ratio - verdict.ci_low], [verdict.ci_high - verdict.ratio]],
+                      fmt="o", color=colours.get(verdict.status, "black"), capsize=3)
+    axes.axvline(1.0, color="black", linewidth=0.8)
+    if judged:
+        band = judged[0].tolerance
+        axes.axvspan(1 / (1 + band), 1 + band, color="tab:blue", alpha=0.08, label=f"band ±{band:.0%}")
+        axes.legend(loc="lower right", fontsize=7)
+    axes.set_yticks(range(len(judged)), [v.case.benchmark_id for v in judged], fontsize=7)
+    axes.set_xlabel("head / base time per step (simultaneous 95% intervals)")
+    axes.set_title("perfsuite A/B")
+    figure.tight_layout()
+    tmp = path.with_name(path.name + ".partial")
+    figure.savefig(tmp, dpi=110, format="png")
+    plt.close(figure)
+    tmp.replace(path)
+    return True

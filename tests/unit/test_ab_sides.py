@@ -1,0 +1,51 @@
+"""How an A/B side finds its models: the project's files moved to the base checkout, perfsuite's own built-in model
+modules taken from the base checkout while the harness stays this one, and the windows sized from the round."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from perfsuite.ab import rebased_sources
+from perfsuite.records import WorkloadSource
+from perfsuite.run.ab import MIN_WINDOWS, window_plan
+
+
+def test_sources_under_the_project_move_to_the_same_path_in_the_base_checkout(tmp_path):
+    root, base = tmp_path / "project", tmp_path / "project" / ".perfsuite" / "ab" / "abc"
+    (root / "models").mkdir(parents=True)
+    sources = {"wide": [WorkloadSource(module="conftest", file=str(root / "conftest.py")),
+                        WorkloadSource(module="models.wide", file=str(root / "models" / "wide.py")),
+                        WorkloadSource(module="torch.nn", file="/usr/lib/python3/torch/nn/__init__.py")]}
+    moved = rebased_sources(sources, root, base)
+    assert [s["file"] for s in moved["wide"]] == [
+        str(base / "conftest.py"), str(base / "models" / "wide.py"), "/usr/lib/python3/torch/nn/__init__.py"]
+    assert [s["module"] for s in moved["wide"]] == ["conftest", "models.wide", "torch.nn"]
+
+
+def test_the_base_side_imports_perfsuites_built_in_model_modules_from_the_base_checkout(tmp_path):
+    folder = tmp_path / "base" / "perfsuite" / "workloads"
+    folder.mkdir(parents=True)
+    (folder / "resnet.py").write_text("FROM_BASE = True\nWORKLOADS = ()\n")
+    program = (
+        "import sys\nfrom pathlib import Path\nfrom perfsuite.run.ab_worker import BuiltinModelsFrom\n"
+        "from perfsuite.workloads import MODEL_MODULES\n"
+        f"sys.meta_path.insert(0, BuiltinModelsFrom(Path({str(folder)!r}), MODEL_MODULES))\n"
+        "import perfsuite.workloads.resnet as resnet, perfsuite.run.measure as measure\n"
+        "import perfsuite.workloads.bert as bert\n"
+        "print(resnet.FROM_BASE, resnet.__file__)\nprint(measure.__file__)\nprint(bert.__file__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    resnet_line, measure_file, bert_file = done.stdout.splitlines()
+    assert resnet_line == f"True {folder / 'resnet.py'}"
+    harness = Path(__file__).resolve().parents[2] / "perfsuite"
+    assert Path(measure_file).resolve().is_relative_to(harness.resolve())  # the harness stays this checkout's
+    assert Path(bert_file).resolve().is_relative_to(harness.resolve())  # absent in the base: this checkout's
+
+
+def test_windows_last_a_share_of_the_time_and_hold_whole_rounds():
+    assert window_plan(0.001, 1, 1.0) == (0.125, 8)
+    window_s, windows = window_plan(0.2, 1, 1.0)  # a slow step: two rounds a window, at least MIN_WINDOWS
+    assert window_s == 0.4 and windows == MIN_WINDOWS
+    assert window_plan(0.0001, 50, 0.4)[0] == 0.05

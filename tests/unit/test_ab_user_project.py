@@ -1,0 +1,205 @@
+"""A/B in one job in a user's own project, run as a user runs it: a scratch git repository with one registered model,
+`pytest --benchmark-only --perf-ab REV`. The base side runs the base commit's model (its file is under the base
+checkout, and a layer run twice at head reads as a regression); a comment-only change reads unchanged; bad input is
+refused before anything is measured, with nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+MODEL = '''import torch
+from perfsuite import Workload, register_workload
+
+
+class Wide(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.big = torch.nn.Linear(512, 512)
+        self.head = torch.nn.Linear(512, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.big(x))  # LAYER
+        return self.head(x)
+
+
+register_workload(Workload(
+    name="wide", build_module=lambda profile: Wide(),
+    make_inputs=lambda profile, batch_size: torch.randn(batch_size, 512), batch_sizes={"smoke": (64,)},
+))
+'''
+TWICE = "        x = torch.relu(self.big(x))  # LAYER\n        x = torch.relu(self.big(x))  # LAYER run twice\n"
+PYPROJECT = """[tool.perfsuite]
+device = "cpu"
+profile = "smoke"
+mode = "infer"
+dtype = "fp32"
+threads = 1
+warmup = 2
+# A wide band: this test checks the wiring on a busy shared machine, not the floor (the selftest measures that).
+tolerance = 0.5
+"""
+
+
+def git(root: Path, *arguments: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *arguments], check=True, capture_output=True, text=True).stdout
+
+
+def make_project(tmp_path: Path) -> Path:
+    """A scratch git repository with the model committed on main."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "conftest.py").write_text(MODEL)
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "test_perf.py").write_text("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "add", ".")
+    git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "commit", "-q", "-m", "a model")
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path)
+
+
+def commit(root: Path, message: str) -> None:
+    git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "commit", "-q", "-am", message)
+
+
+def ab(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--benchmark-max-time", "0.3",
+         "--perf-processes", "3", *options],
+        cwd=root, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+
+
+def test_a_layer_run_twice_is_regressed_and_the_base_ran_the_base_commits_model(project: Path):
+    base_commit = git(project, "rev-parse", "HEAD").strip()
+    (project / "conftest.py").write_text(MODEL.replace("        x = torch.relu(self.big(x))  # LAYER\n", TWICE))
+    commit(project, "run the layer twice")
+    result = ab(project, "--perf-ab", "HEAD~1")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "cpu-fp32-wide-bs64-infer-smoke: regressed" in result.stdout
+    summary = json.loads((project / ".perfsuite" / "ab.json").read_text())
+    (case,) = summary["cases"]
+    assert case["status"] == "regressed" and case["ratio"] > 1.5
+    assert summary["base"]["revision"] == base_commit and summary["base"]["label"] == "HEAD~1"
+    base_file, head_file = Path(case["model_files"]["base"]), Path(case["model_files"]["head"])
+    assert base_file.is_relative_to(project / ".perfsuite" / "ab" / base_commit[:12])
+    assert "run twice" not in base_file.read_text() and head_file == project / "conftest.py"
+    assert case["largest_output_difference"] > 0  # the layer run twice changes the numbers too
+    assert git(project, "status", "--porcelain") == ""  # the base checkout does not show in the project's status
+
+
+def test_a_comment_only_change_is_unchanged_with_identical_outputs(project: Path):
+    (project / "conftest.py").write_text(MODEL.replace("# LAYER", "# LAYER: the wide layer"))
+    commit(project, "a comment")
+    result = ab(project, "--perf-ab", "HEAD~1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
+    assert case["status"] == "unchanged" and case["largest_output_difference"] == 0
+    assert case["pairs"] == 3 and case["floor"] < 0.5
+
+
+@pytest.mark.parametrize("revision, message", [
+    ("no-such-branch", "--perf-ab no-such-branch: no such revision in"),
+    ("merge-base", None),  # main is HEAD here: its merge base is HEAD itself, a valid base
+])
+def test_an_unknown_revision_is_refused_before_measuring(project: Path, revision: str, message: str | None):
+    if message is None:
+        assert git(project, "merge-base", "HEAD", "main").strip() == git(project, "rev-parse", "HEAD").strip()
+        return
+    result = ab(project, "--perf-ab", revision)
+    assert result.returncode == 4 and message in result.stderr, result.stderr
+    assert not (project / ".perfsuite" / "ab.json").exists()
+
+
+def test_a_base_without_the_selected_model_is_refused_naming_it(project: Path):
+    (project / "conftest.py").write_text(MODEL.replace('name="wide"', 'name="wider"'))
+    commit(project, "rename the model")
+    result = ab(project, "--perf-ab", "HEAD~1")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "the base side" in result.stderr and "does not have every selected model" in result.stderr
+    assert "'wider'" in result.stderr
+    assert not (project / ".perfsuite" / "ab.json").exists()
+
+
+def test_a_base_interpreter_without_torch_is_refused(project: Path, tmp_path: Path):
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    result = ab(project, "--perf-ab-python", str(bare / "bin" / "python"))
+    assert result.returncode == 4
+    assert "cannot import torch there" in result.stderr and "install torch into that environment" in result.stderr
+
+
+def test_a_changed_base_checkout_is_refused_and_kept(project: Path):
+    (project / "conftest.py").write_text(MODEL.replace("# LAYER", "# LAYER: a comment"))
+    commit(project, "a comment")
+    base_commit = git(project, "rev-parse", "HEAD~1").strip()
+    git(project, "worktree", "add", "--detach", "-q", str(project / ".perfsuite" / "ab" / base_commit[:12]),
+        base_commit)
+    edited = project / ".perfsuite" / "ab" / base_commit[:12] / "conftest.py"
+    edited.write_text(edited.read_text() + "# someone's edit\n")
+    result = ab(project, "--perf-ab", "HEAD~1")
+    assert result.returncode == 4 and "has changes; perfsuite will not measure or delete it" in result.stderr
+    assert edited.read_text().endswith("# someone's edit\n")
+
+
+def test_another_interpreter_runs_the_base_side_on_the_same_code_and_both_are_named(project: Path, tmp_path: Path):
+    # A second environment on this interpreter's packages: another interpreter path, the same torch (the measured
+    # torch 2.12.0 against 2.13.0 table is in docs/ab.md).
+    other = tmp_path / "other"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    import site
+
+    (next(other.glob("lib/python*/site-packages")) / "this-environment.pth").write_text(
+        "\n".join(site.getsitepackages()) + "\n")
+    result = ab(project, "--perf-ab-python", str(other / "bin" / "python"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((project / ".perfsuite" / "ab.json").read_text())
+    assert summary["base"]["python"] == str(other / "bin" / "python") and summary["head"]["python"] == sys.executable
+    import torch
+
+    assert summary["base"]["torch_version"] == summary["head"]["torch_version"] == torch.__version__
+    assert f"base: python {other / 'bin' / 'python'}" in result.stdout and f"torch {torch.__version__}" in result.stdout
+
+
+LOCKED_MODEL = MODEL.replace('''register_workload(''', '''import os, weakref
+from pathlib import Path
+
+LOCKS = Path(os.environ["AB_TEST_LOCKS"])
+
+
+def build(profile):
+    """A model that does not fit twice: building it while another process holds one is out of memory."""
+    LOCKS.mkdir(exist_ok=True)
+    if any(lock.name != str(os.getpid()) for lock in LOCKS.iterdir()):
+        raise RuntimeError("CUDA out of memory (this test's device holds one model)")
+    module = Wide()
+    (LOCKS / str(os.getpid())).touch()
+    weakref.finalize(module, os.remove, str(LOCKS / str(os.getpid())))
+    return module
+
+
+register_workload(''').replace("build_module=lambda profile: Wide()", "build_module=build")
+
+
+def test_a_case_that_does_not_fit_twice_is_measured_one_side_at_a_time_and_says_so(project: Path, monkeypatch):
+    (project / "conftest.py").write_text(LOCKED_MODEL)
+    commit(project, "a model that fits once")
+    monkeypatch.setenv("AB_TEST_LOCKS", str(project.parent / "locks"))
+    result = ab(project, "--perf-ab", "HEAD")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
+    assert case["status"] in ("unchanged", "inconclusive") and case["pairs"] == 3
+    assert all(pair["one_side_at_a_time"] for pair in case["process_pairs"])
+    assert "both sides did not fit in device memory together" in result.stdout

@@ -1,4 +1,5 @@
-"""Sessions: `nox -s tests`, `nox -s bench`, and the tools built on the benchmarks.
+"""Sessions: `nox -s tests`, `nox -s quick` (the tests not marked slow), `nox -s bench`, and the tools built on the
+benchmarks.
 
 Every session runs in one shared virtualenv (`.nox/.cache/perfsuite-venv`, under nox's --envdir): the project
 installed editable with its [test] extra and constraints-linux-cpu.txt, which pins torch only on Linux (on a Mac,
@@ -61,8 +62,15 @@ def run(session: nox.Session, command: str, *args: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The unit and end-to-end tests (CPU), then ruff and mypy."""
-    run(session, "pytest", "--benchmark-skip", *session.posargs)
+    run(session, "pytest", "--benchmark-skip", "-n", "2", *session.posargs)
     lint(session)
+
+
+@nox.session
+def quick(session: nox.Session) -> None:
+    """The tests not marked slow (no pytest or perfsuite sessions in processes of their own): the decision, the store,
+    the matrix and the options in about a minute; extra args go to pytest."""
+    run(session, "pytest", "-m", "not slow", "--benchmark-skip", "-q", *session.posargs)
 
 
 @nox.session(name="lint")

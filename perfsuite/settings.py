@@ -30,6 +30,7 @@ from perfsuite.matrix.axes import (
 )
 from perfsuite.matrix.cases import MatrixOptions, parse_batch_sizes, parse_benchmark_id, parse_names
 from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, FIGURES, STEP_FIGURE, check_band
+from perfsuite.run.devices import is_accelerator
 from perfsuite.run.plan import ISOLATIONS, Isolation
 from perfsuite.store.baselines import MAX_MACHINE_NAME_BYTES
 from perfsuite.store.files import read_text_capped, special_file_kind
@@ -397,7 +398,7 @@ def tolerance_for(
 
 def default_profile(devices: Sequence[str]) -> str:
     """The profile when none is chosen: standard where an accelerator is among `devices`, smoke on the CPU alone."""
-    return ACCELERATOR_DEFAULT_PROFILE if any(d != "cpu" for d in devices) else CPU_DEFAULT_PROFILE
+    return ACCELERATOR_DEFAULT_PROFILE if any(map(is_accelerator, devices)) else CPU_DEFAULT_PROFILE
 
 
 def _one_name(raw: Any, valid: Sequence[str], where: str) -> str:

@@ -35,6 +35,7 @@ import pandas as pd
 from perfsuite.errors import BadFileError
 from perfsuite.matrix.axes import EAGER, compile_mode_rank
 from perfsuite.records import BaselineEntry
+from perfsuite.run.devices import is_accelerator
 from perfsuite.store.baselines import SCHEMA as BASELINE_SCHEMA
 from perfsuite.store.baselines import baseline_from_json, machine_slug
 from perfsuite.store.jsonfile import parse_json_text, read_json_file
@@ -213,7 +214,7 @@ def preferred_device(result_set: ResultSet) -> str | None:
 
     Used when the user named no set: the question then is how far this machine's accelerator is from CUDA.
     """
-    accelerators = [d for d in result_set.devices if d != "cpu"]
+    accelerators = [d for d in result_set.devices if is_accelerator(d)]
     if len(result_set.devices) > 1 and len(accelerators) == 1:
         return accelerators[0]
     return None

@@ -115,6 +115,7 @@ def legend_lines(comparison: Comparison) -> list[str]:
 def ratio_legend(a: ResultSet, b: ResultSet) -> str:
     """What B/A means, worded from the devices and machines of the two sides, e.g. `B/A = B's time / A's time
     per batch (cuda time on nvidia-h200 / cpu time on shared-2core-vm): below 1, A is slower.`"""
+    # The names themselves, not a trait: the source article's ratio was of these two devices.
     article = "; the source article's CUDA time / MPS time" if (a.devices, b.devices) == (("mps",), ("cuda",)) else ""
     return (
         f"B/A = B's time / A's time per batch ({_time_words(b)} / {_time_words(a)}{article}): below 1, A is slower."

@@ -113,8 +113,8 @@ def measure_accuracy(
     suite_s: the real measuring code (`WarmCase.time_with`, pipelined rounds timed by pytest-benchmark);
     synced_s: one step and a drain per round, the method before pipelined rounds (and the latency figure);
     timer_blocked_s: torch.utils.benchmark.Timer.blocked_autorange, which drains the device at block edges only;
-    timer_per_call_s: Timer's single calls. On CUDA, torch.profiler's GPU times (which host noise does not move) are
-    taken once, over 20 steps, after the turns."""
+    timer_per_call_s: Timer's single calls. Where torch.profiler times the device's kernels (CUDA), its GPU times
+    (which host noise does not move) are taken once, over 20 steps, after the turns."""
     from perfsuite.run.measure import open_case
 
     case = selftest_case.case
@@ -130,8 +130,7 @@ def measure_accuracy(
             turns["synced_s"].append(warm.latency_s(calls))
             turns["timer_blocked_s"].append(timer_blocked_s(warm.prepared.run_step, max_time_s))
             turns["timer_per_call_s"].append(timer_per_call_s(warm.prepared.run_step, calls))
-        cuda = warm.device.replays_cuda_graphs
-        gpu = cuda_kernel_times_s(warm.prepared.run_step, steps=20) if cuda else {}
+        gpu = cuda_kernel_times_s(warm.prepared.run_step, steps=20) if warm.device.profiles_kernels else {}
         steps_per_round = warm.steps_per_round
     finally:
         warm.close()

@@ -10,12 +10,11 @@ from typing import Any
 import torch
 
 from perfsuite.records import Case
+from perfsuite.run.devices import backend
 from perfsuite.workloads import Workload, register_workload
 
 CHAIN_BASE_BLOCKS = 20
 SLOWDOWN_EXTRA_BLOCKS = (1, 2, 3, 5, 10)
-# Side of the square matmuls: about 1 ms for the 20 blocks (50 µs a block) on each device (CPU: one thread).
-CHAIN_SIDE = {"cpu": 128, "cuda": 1024}
 CHAIN_NAME = "matmul-chain"
 
 
@@ -64,14 +63,21 @@ def plan_from_dict(values: Mapping[str, Any]) -> SelftestPlan:
     })
 
 
+# The plan `perfsuite selftest --device DEVICE` runs on each device it measures: up to 16 processes within 11 minutes
+# on the CPU; 12 processes and 0.25 s of rounds per case on CUDA, to finish within 9 minutes on one GPU. The chain's
+# side makes its 20 blocks about 1 ms (50 µs a block) on each device (CPU: one thread).
+DEFAULT_PLANS = {
+    "cpu": SelftestPlan("cpu", processes=16, max_time_s=0.5, budget_s=660.0, chain_side=128),
+    "cuda": SelftestPlan("cuda", processes=12, max_time_s=0.25, budget_s=520.0, chain_side=1024),
+}
+
+
 def default_plan(device: str) -> SelftestPlan:
-    """The plan `perfsuite selftest --device DEVICE` runs: up to 16 processes within 11 minutes on the CPU;
-    12 processes and 0.25 s of rounds per case on CUDA, to finish within 9 minutes on one GPU."""
-    if device == "cuda":
-        return SelftestPlan("cuda", processes=12, max_time_s=0.25, budget_s=520.0, chain_side=CHAIN_SIDE["cuda"])
-    if device == "cpu":
-        return SelftestPlan("cpu", processes=16, max_time_s=0.5, budget_s=660.0, chain_side=CHAIN_SIDE["cpu"])
-    raise ValueError(f"perfsuite selftest measures cpu or cuda, not {device!r}")
+    """The plan `perfsuite selftest --device DEVICE` runs (`DEFAULT_PLANS`); ValueError for a device it does not
+    measure."""
+    if device not in DEFAULT_PLANS:
+        raise ValueError(f"perfsuite selftest measures {' or '.join(DEFAULT_PLANS)}, not {device!r}")
+    return DEFAULT_PLANS[device]
 
 
 # --- the workloads: a matmul chain with a known amount of extra work ---------------------------------
@@ -163,11 +169,11 @@ def worker_cases(plan: SelftestPlan) -> tuple[SelftestCase, ...]:
 
 
 def accuracy_cases(plan: SelftestPlan) -> tuple[SelftestCase, ...]:
-    """The cases whose timing is checked against a reference (those the plan keeps); on CUDA also a
-    standard-size ResNet18, which keeps the GPU busy where the smoke sizes wait on kernel launches."""
+    """The cases whose timing is checked against a reference (those the plan keeps); on an accelerator also a
+    standard-size ResNet18, which keeps it busy where the smoke sizes wait on kernel launches."""
     device, side = plan.device, plan.chain_side
     cases: tuple[SelftestCase, ...]
     cases = (chain_case(device, side), model_case(device, "infer"), model_case(device, "train"))
-    if device == "cuda":
+    if backend(device).is_accelerator:
         cases += (model_case(device, "infer", 32, "standard"),)
     return tuple(c for c in cases if plan.keeps(c.name))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfsuite.render.units import format_seconds
+from perfsuite.run.devices import DEVICES, DeviceBackend, backend, is_accelerator
 from perfsuite.selftest.analysis import (
     BASELINE_RUNS,
     CURRENT_RUNS,
@@ -41,11 +42,12 @@ def run_label(document: Mapping[str, Any]) -> str:
     machine = document.get("machine") or {}
     device = document["device"]
     plan = document.get("plan") or {}
-    name = machine.get("accelerator_name") if device == "cuda" else machine.get("cpu_model")
+    known = device_backend(device)
+    name = known.machine_name(machine) if known else machine.get("accelerator_name")
     label = f"{device}" + (f" ({name})" if name else "")
     if plan.get("processes"):
         label += f", {plan['processes']} processes"
-    if device != "cpu":
+    if is_accelerator(device):
         return label
     threads = plan.get("threads")
     used = threads or (document.get("probe") or {}).get("torch_threads")
@@ -55,6 +57,11 @@ def run_label(document: Mapping[str, Any]) -> str:
     if plan.get("contention"):
         label += f", +{plan['contention']} busy processes"
     return label
+
+
+def device_backend(device: str) -> DeviceBackend | None:
+    """The backend of a run's device; None for a name perfsuite has no backend for (the report still renders it)."""
+    return backend(device) if device in DEVICES else None
 
 
 def percent(fraction: float | None, digits: int = 1) -> str:
@@ -201,7 +208,8 @@ def target_rows(document: Mapping[str, Any]) -> list[TargetRow]:
                 f"{name} (+{rates['slowdown'] * 100:.0f}%)", percent(rates["gate_regressed"]),
                 rates["gate_regressed"] >= DETECTION_TARGET,
             ))
-    if document["device"] == "cuda":
+    known = device_backend(document["device"])
+    if known is not None and known.profiles_kernels:
         for row in (document.get("probe") or {}).get("accuracy", []):
             difference = relative_difference(row.get("suite_s"), gpu_reference_s(row))
             rows.append(TargetRow(
@@ -281,7 +289,7 @@ def _render_scaled_detection(documents: Sequence[Mapping[str, Any]]) -> list[str
 def render_report(documents: Sequence[Mapping[str, Any]]) -> str:
     """The whole report: how it is measured, the targets, then one section per measure with every run side by
     side."""
-    documents = sorted(documents, key=lambda d: (d["device"] != "cpu", run_label(d)))
+    documents = sorted(documents, key=lambda d: (is_accelerator(d["device"]), run_label(d)))
     lines = [
         "# Measurement quality",
         "",

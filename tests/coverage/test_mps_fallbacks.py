@@ -24,12 +24,14 @@ def allowlist():
     return load_allowlist(ALLOWLIST_PATH, required=True)
 
 
+@pytest.mark.slow  # traces every built-in model's steps
 @pytest.mark.parametrize("model", list(WORKLOADS))
 def test_no_op_outside_the_allowlist_would_fall_back_on_mps(model, allowlist):
     report = static_check(WORKLOADS[model], allowlist)
     assert not report.unexpected, "\n".join(describe_fallback(model, u, ALLOWLIST_PATH) for u in report.unexpected)
 
 
+@pytest.mark.slow  # runs every built-in model on MPS
 @pytest.mark.skipif(NO_MPS is not None, reason=f"runtime check needs MPS: {NO_MPS}")
 @pytest.mark.parametrize("model", list(WORKLOADS))
 def test_no_op_outside_the_allowlist_falls_back_when_run_on_mps(model, allowlist):

@@ -42,7 +42,10 @@ def record(script: Path, path: Path, entries: int, value: float) -> subprocess.P
     return subprocess.Popen([sys.executable, str(script), str(path), str(entries), str(value)])
 
 
-@pytest.mark.parametrize("entries, trials", [(1, 10), (3000, 10)], ids=["small", "about-50MB"])
+@pytest.mark.parametrize("entries, trials", [
+    pytest.param(1, 10, id="small"),
+    pytest.param(3000, 10, id="about-50MB", marks=pytest.mark.slow),  # minutes of recordings killed
+])
 def test_a_recording_killed_at_random_moments_leaves_the_old_file_or_the_new_one_and_the_next_runs_clean(
     tmp_path, entries, trials
 ):

@@ -107,6 +107,7 @@ def test_keyword_inputs_have_their_4d_tensors_put_in_channels_last():
     assert (comparison.matches, comparison.worst_parameter) == (False, "body.1.weight")
 
 
+@pytest.mark.slow  # builds and trains ResNet18 in both layouts
 def test_a_checked_channels_last_training_case_that_agrees_is_prepared(monkeypatch):
     from perfsuite.run import steps
     from perfsuite.workloads import get_workload

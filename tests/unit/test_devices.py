@@ -66,3 +66,15 @@ def test_device_facts_list_every_unavailable_device_with_its_reason():
     facts = devices.device_facts()
     for device in devices.DEVICES:
         assert (device in facts.unavailable_reasons) == (not backend(device).availability().available)
+
+
+def test_only_the_cpu_is_not_an_accelerator():
+    assert [name for name in devices.DEVICES if not devices.is_accelerator(name)] == ["cpu"]
+
+
+def test_a_device_without_a_backend_is_taken_for_an_accelerator():
+    assert devices.is_accelerator("xpu")
+
+
+def test_only_cuda_has_its_kernels_timed_by_the_profiler():
+    assert [name for name in devices.DEVICES if backend(name).profiles_kernels] == ["cuda"]

@@ -191,6 +191,7 @@ def running():
     training.close()
 
 
+@pytest.mark.slow  # starts rank processes
 class TestARunningCase:
     def test_step_returns_a_finite_loss(self, running):
         assert torch.isfinite(running.as_prepared_case().run_step()).item()
@@ -220,6 +221,7 @@ class TestARunningCase:
         assert listening == ["127.0.0.1"]
 
 
+@pytest.mark.slow  # starts rank processes
 def test_config_digest_tells_process_counts_apart():
     digests = []
     for processes in (1, 2):
@@ -229,6 +231,7 @@ def test_config_digest_tells_process_counts_apart():
     assert digests[0] != digests[1]
 
 
+@pytest.mark.slow  # starts rank processes
 def test_close_leaves_this_process_as_it_found_it(monkeypatch):
     monkeypatch.setattr(torch, "get_num_threads", lambda: 4)  # four threads to share: each rank gets two
     set_threads = []
@@ -242,6 +245,7 @@ def test_close_leaves_this_process_as_it_found_it(monkeypatch):
     assert (alive, dist.is_initialized(), set_threads[-1:]) == ([], False, threads_restored)
 
 
+@pytest.mark.slow  # starts rank processes
 def test_a_worker_failing_in_a_step_raises_in_rank_0_naming_rank_and_error_before_the_timeout():
     training = DdpTraining.start(_case(FAILS_IN_STEP_ON_RANK_1), FAILS_IN_STEP_ON_RANK_1, 2, timeout_s=60.0)
     started = time.monotonic()
@@ -253,6 +257,7 @@ def test_a_worker_failing_in_a_step_raises_in_rank_0_naming_rank_and_error_befor
         training.close()
 
 
+@pytest.mark.slow  # starts rank processes
 def test_a_worker_failing_to_start_raises_naming_rank_and_error():
     with pytest.raises(DistributedWorkerError, match="rank 1 of 2 failed while starting: ValueError: no module"):
         DdpTraining.start(_case(FAILS_TO_BUILD_ON_WORKERS), FAILS_TO_BUILD_ON_WORKERS, 2, timeout_s=60.0)
@@ -283,6 +288,7 @@ def test_train_ddp_through_pytest_records_processes_and_throughput(pytester, mon
     assert extra_info["processes"] == 2 and extra_info["samples_per_s"] > 0
 
 
+@pytest.mark.slow  # starts rank processes
 def test_a_worker_whose_parent_is_killed_ends_itself(tmp_path):
     # A parent starts a child that watches it (as perfsuite's workers do), then is killed; the child must follow.
     import signal

@@ -15,7 +15,7 @@ def _first_screen_commands() -> list[str]:
 def test_first_screen_has_the_benchmark_and_the_test_command():
     bench, tests = _first_screen_commands()[:2]
     assert bench.endswith("pytest --benchmark-only")
-    assert tests.endswith("pytest --benchmark-skip && mypy")
+    assert tests.endswith("pytest --benchmark-skip -n 2 && mypy")
 
 
 def test_ci_runs_the_readme_test_command():

@@ -760,3 +760,14 @@ def test_analyse_command_rejects_a_selftest_file_without_its_plan(tmp_path, caps
                                 "plan": {}, "workers": []}))
     assert selftest("--analyse", str(path)) == 2
     assert "plan" in capsys.readouterr().err
+
+
+def test_the_accuracy_columns_are_the_references_the_run_measured():
+    cpu = document()
+    cpu["probe"]["accuracy"] = [
+        {"name": "matmul-chain", "suite_s": 0.001, "timer_per_call_s": 0.001, "timer_blocked_s": 0.001},
+        {"name": "resnet18-infer-bs4-smoke", "error": "RuntimeError: boom"},
+    ]
+    lines = section(render_report([cpu]), "## Accuracy")
+    assert "| case | steps a round | suite median | Timer blocked_autorange | diff | Timer per call | diff |" in lines
+    assert "| resnet18-infer-bs4-smoke | RuntimeError: boom | - | - | - | - | - |" in lines

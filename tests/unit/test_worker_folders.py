@@ -62,6 +62,7 @@ def run_a_quick_worker(monkeypatch: pytest.MonkeyPatch, temporary_root: Path) ->
     assert case == CASE and outcome.kind == "crashed" and "exited with status 1" in outcome.message
 
 
+@pytest.mark.slow  # starts a session process
 def test_the_folder_of_a_session_killed_9_goes_with_the_next_worker(tmp_path, monkeypatch):
     session, folder = start_session(tmp_path)
     session.kill()
@@ -71,6 +72,7 @@ def test_the_folder_of_a_session_killed_9_goes_with_the_next_worker(tmp_path, mo
     assert not folder.exists() and os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow  # starts a session process
 def test_the_folder_of_a_live_session_is_left_alone(tmp_path, monkeypatch):
     session, folder = start_session(tmp_path)
     try:

@@ -20,6 +20,7 @@ def test_the_articles_three_models_are_registered_in_order():
     assert list(registered_workloads())[: len(BUILTIN)] == BUILTIN
 
 
+@pytest.mark.slow  # builds and steps every built-in model, Stable Diffusion's included
 @pytest.mark.parametrize("case", SMOKE_CASES, ids=lambda c: c.benchmark_id)
 def test_workload_runs_one_step_with_a_finite_result(case):
     prepared = prepare_case(case, registered_workloads()[case.model])

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "DEVICES", "Availability", "DeviceBackend", "available_accelerators", "backend", "device_facts",
+    "DEVICES", "Availability", "DeviceBackend", "available_accelerators", "backend", "device_facts", "is_accelerator",
     "machine_fingerprint", "with_device_rules",
 ]
 
@@ -53,6 +53,8 @@ class DeviceBackend(Protocol):
     is_accelerator: bool
     # Whether it replays CUDA graphs (reduce-overhead, cuda-graph).
     replays_cuda_graphs: bool
+    # Whether torch.profiler times its kernels (`kernel_time_s` answers): the GPU time that host noise does not move.
+    profiles_kernels: bool
     # Whether a channels_last training step is first checked against the contiguous layout here.
     checks_channels_last_gradients: bool
     # The torch.distributed backend of a train-ddp rank here; None where DDP cannot run (and `ddp_unsupported` says
@@ -137,6 +139,12 @@ def backend(name: str) -> DeviceBackend:
     module = importlib.import_module(f"perfsuite.run.devices.{name}")
     made: DeviceBackend = module.Backend()
     return made
+
+
+def is_accelerator(name: str) -> bool:
+    """Whether the device `name` is an accelerator, as its backend says; a name perfsuite has no backend for (a file
+    from elsewhere may hold one) is taken for an accelerator, since the CPU has its backend."""
+    return name not in DEVICES or backend(name).is_accelerator
 
 
 def available_accelerators() -> list[str]:

@@ -21,6 +21,7 @@ class TorchDevice:
     name = ""
     is_accelerator = True
     replays_cuda_graphs = False
+    profiles_kernels = False
     checks_channels_last_gradients = False
     ddp_backend: str | None = None
     ddp_unsupported = ""

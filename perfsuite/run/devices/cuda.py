@@ -20,6 +20,7 @@ PEAK_FIGURE = "cuda_max_allocated_bytes"
 class Backend(TorchDevice):
     name = "cuda"
     replays_cuda_graphs = True
+    profiles_kernels = True
     ddp_backend = "nccl"
     one_device_per_rank = True
 

@@ -16,10 +16,12 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 class RecordingSession:
-    """Enough of a nox session for the noxfile's helpers: its cache folder, and the commands it was asked to run."""
+    """Enough of a nox session for the noxfile's helpers: its cache folder, no extra arguments, and the commands it
+    was asked to run."""
 
     def __init__(self, cache_dir: Path):
         self.cache_dir = cache_dir
+        self.posargs: list[str] = []
         self.commands: list[tuple[str, ...]] = []
 
     def run(self, *args: str, env: dict[str, str] | None = None) -> None:
@@ -71,3 +73,11 @@ def test_a_changed_dependency_file_reinstalls_into_the_shared_environment(noxfil
     again = RecordingSession(tmp_path)
     noxfile.run(again, "perfsuite", "doctor")
     assert [c[1:3] for c in again.commands] == [("-m", "pip"), ("doctor",)]
+
+
+def test_quick_runs_the_tests_not_marked_slow(noxfile, tmp_path):
+    noxfile.run(RecordingSession(tmp_path), "perfsuite", "doctor")
+    quick = RecordingSession(tmp_path)
+    nox.registry.get()["quick"](quick)
+    ((command, *args),) = quick.commands
+    assert (Path(command).name, args[:2]) == ("pytest", ["-m", "not slow"])

@@ -62,3 +62,15 @@ def test_a_session_that_only_judges_archives_nothing(project):
     record(project, "--perf-update-baseline")
     project.runpytest_subprocess(*RUN, "--perf-machine", MACHINE).assert_outcomes(passed=1)
     assert len(archive_files(project)) == 1
+
+
+def test_an_archive_folder_that_cannot_be_made_fails_the_session_after_the_baseline_is_recorded(project):
+    blocked = project.path / "baselines" / "archive"
+    blocked.parent.mkdir()
+    blocked.write_text("not a folder")
+    result = project.runpytest_subprocess(*RUN, "--perf-machine", MACHINE, "--perf-update-baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"recorded into *{MACHINE}.json but not archived under {blocked}: *"])
+    assert blocked.read_text() == "not a folder"
+    assert json.loads((project.path / "baselines" / "cpu" / f"{MACHINE}.json").read_text())["entries"]
+    assert not [p for p in blocked.parent.rglob("*.tmp")]

@@ -277,7 +277,8 @@ def sessions_table(history: CaseHistory) -> str:
         run_medians = ", ".join(format_seconds(r.median_s) for r in session.runs)
         rows.append([
             cell(session.recorded_at), cell(session.commit or ABSENT), cell(session.torch_version),
-            cell(session.kind), cell(session.figure, css=f"figure figure-{session.figure}"), cell(run_medians), cell(format_seconds(session.median_s)),
+            cell(session.kind), cell(session.figure, css=f"figure figure-{session.figure}"), cell(run_medians),
+            cell(format_seconds(session.median_s)),
             cell(sum(r.rounds for r in session.runs)), cell(f"{session.samples_per_s:.4g}"),
             cell(format_bytes(session.memory_bytes)),
             cell(ABSENT, css="") if verdict is None else cell(verdict_text(verdict),

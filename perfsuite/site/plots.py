@@ -2,8 +2,8 @@
 
 The x axis is the sessions in time order, labelled with their date and commit; each run is a point at its median
 step time with a bar over the IQR of its stored rounds, and a line joins the sessions' medians. Torch version,
-config and figure changes and rebaselines are dashed vertical lines; regressions and improvements are triangles with their
-ratio. A second panel shows the memory figure where runs measured one. The page's caption is the legend (a
+config and figure changes and rebaselines are dashed vertical lines; regressions and improvements are triangles with
+their ratio. A second panel shows the memory figure where runs measured one. The page's caption is the legend (a
 legend redrawn on every plot costs a fifth of the drawing).
 """
 

@@ -169,7 +169,9 @@ def test_a_stored_run_keeps_the_round_count_the_median_of_every_round_and_at_mos
 # What a session gives the archive: names the matrix and the hardware make (never empty), UTC times as the gate
 # writes them, a commit or none.
 NAME = TEXT.filter(bool)
-RECORDED_AT = st.datetimes(datetime(2000, 1, 1), datetime(2999, 12, 31)).map(lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%SZ"))
+RECORDED_AT = st.datetimes(datetime(2000, 1, 1), datetime(2999, 12, 31)).map(
+    lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+)
 RATIO = st.none() | st.floats(1e-6, 1e6)
 
 

@@ -122,7 +122,8 @@ def site(session: nox.Session) -> None:
 @nox.session
 def baseline(session: nox.Session) -> None:
     """Append 3 fresh processes' runs of the cases run to this machine's baseline histories (run it 3 times for a
-    history the gate can judge with 3 processes); extra args go to pytest."""
+    history the gate can judge with 3 processes) and archive the session in baselines/archive/; extra args go to
+    pytest."""
     run(session, "pytest", "--benchmark-only", "--perf-processes", "3", "--perf-update-baseline", *session.posargs)
 
 

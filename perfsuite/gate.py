@@ -7,6 +7,7 @@ to record) and delegates every decision to `perfsuite.judge`, every file to `per
 
 from __future__ import annotations
 
+import math
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,8 +21,10 @@ from perfsuite.records import BaselineEntry, Measurement
 from perfsuite.render import summary
 from perfsuite.render.results import render_results_markdown
 from perfsuite.settings import Settings, tolerance_for
-from perfsuite.store import baselines
+from perfsuite.store import archive, baselines
+from perfsuite.store.archive import ArchivedSession, ArchivedVerdict
 from perfsuite.store.baselines import BaselineFile, IncompatibleHistory
+from perfsuite.store.files import write_text_atomically
 
 
 @dataclass
@@ -96,11 +99,19 @@ class Gate:
             )
         return verdict
 
-    def record(self) -> tuple[list[Path], list[str]]:
-        """Write the pending runs, one locked atomic update per baseline file. Returns the files written and, for
-        each file that could not be written, a message (nothing is half-written; the old file stays)."""
+    @property
+    def archive_dir(self) -> Path:
+        """Where recorded sessions are archived: `<baseline_dir>/archive`."""
+        return self.baseline_dir / archive.ARCHIVE_FOLDER
+
+    def record(self) -> tuple[list[str], list[str]]:
+        """Write the pending runs, one locked atomic update per baseline file, and archive each device's session
+        beside them (a new file, never a changed one). Returns a line per file written (`recorded PATH`,
+        `archived PATH`) and, for each file that could not be written, a message (nothing is half-written; the old
+        file stays)."""
         written, problems = [], []
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        now = datetime.now(timezone.utc)
+        stamp = now.strftime("%Y%m%dT%H%M%SZ")
         rebaseline = self.settings.rebaseline
         for (path, device), entries in self._pending.items():
             try:
@@ -108,16 +119,47 @@ class Gate:
                     aside = baselines.move_aside(path, stamp)
                     problems.append(f"{path} could not be read; it was moved aside to {aside.name} and recorded afresh")
                 baselines.record_runs(path, device, entries, rebaseline=rebaseline)
-                written.append(path)
+                written.append(f"recorded {path}")
             except (BadFileError, IncompatibleHistory) as error:
                 problems.append(f"nothing recorded into {path}: {error}")
+                continue
             except OSError as error:
                 problems.append(
                     f"nothing recorded into {path}: {error.strerror or error} (the old file is unchanged); check the "
                     "folder's permissions and free space"
                 )
+                continue
+            for session in self.archived_sessions(device, entries, now.strftime("%Y-%m-%dT%H:%M:%SZ")):
+                try:
+                    written.append(f"archived {archive.write_session(self.archive_dir, session)}")
+                except OSError as error:
+                    problems.append(
+                        f"recorded into {path} but not archived under {self.archive_dir}: {error.strerror or error}; "
+                        "check the folder's permissions and free space"
+                    )
         self._pending.clear()
         return written, problems
+
+    def archived_sessions(
+        self, device: str, entries: Mapping[str, BaselineEntry], recorded_at: str
+    ) -> list[ArchivedSession]:
+        """This session's runs of `device` (`entries`, as given to the baseline store) with the verdicts judged for
+        them, as archive sessions recorded at `recorded_at`: one per torch version (one in practice)."""
+        verdicts = {verdict.benchmark_id: verdict for verdict in self.verdicts}
+        by_torch: dict[str, list[BaselineEntry]] = {}
+        for entry in entries.values():
+            by_torch.setdefault(entry.torch_version, []).append(entry)
+        first = next(iter(entries.values()))
+        return [
+            ArchivedSession(
+                device=device, machine_slug=baselines.machine_slug(self.fingerprint, device, self.settings.machine),
+                machine=dict(first.machine), recorded_at=recorded_at, commit=self.commit, torch_version=torch_version,
+                kind="rebaseline" if self.settings.rebaseline else "update",
+                cases=tuple(archive.archived_case(entry, archived_verdict(verdicts.get(entry.case.benchmark_id)))
+                            for entry in group),
+            )
+            for torch_version, group in by_torch.items()
+        ]
 
     def verdict_names(self) -> dict[str, str]:
         """Each judged case's verdict (`unchanged`, `regressed`, ...) by benchmark id, for the results tables."""
@@ -125,30 +167,53 @@ class Gate:
 
     def finish(self, summary_dir: Path, planned_cases: int, interrupted: bool) -> tuple[list[str], bool]:
         """Record the runs when asked, write the summary files and results.md into `summary_dir`; the lines that say
-        what was written, and whether every recording went through."""
+        what was written, and whether every file was written."""
         written: list[str] = []
         problems: list[str] = []
         if self.records:
-            files, problems = self.record()
-            written += [f"recorded {path}" for path in files] + problems
-        written += [f"wrote {path}" for path in self.write_summary(summary_dir)]
-        results_path = summary_dir / "results.md"
-        results_path.write_text(render_results_markdown(self.measurements, self.verdict_names()), encoding="utf-8")
-        written.append(f"wrote {results_path}")
+            written, problems = self.record()
+        for path, text in self.report_files(summary_dir):
+            try:
+                write_text_atomically(path, text)
+                written.append(f"wrote {path}")
+            except BadFileError as error:
+                problems.append(f"nothing written to {path}: {error.problem}; {error.remedy}")
+            except OSError as error:
+                problems.append(
+                    f"nothing written to {path}: {error.strerror or error}; check the folder's permissions and free "
+                    "space, or pass another --perf-summary-dir"
+                )
+        lines = written + problems
         if interrupted:
-            written.append(
+            lines.append(
                 f"interrupted: the files hold the {len(self.measurements)} of {planned_cases} cases measured before "
                 "the stop"
             )
-        return written, not problems
+        return lines, not problems
 
-    def write_summary(self, directory: Path) -> list[Path]:
-        """The verdicts and errors as summary.json and summary.md in `directory` (for a CI job to post)."""
-        directory.mkdir(parents=True, exist_ok=True)
-        json_path, markdown_path = directory / "summary.json", directory / "summary.md"
-        json_path.write_text(summary.render_json(self.verdicts, self.errors), encoding="utf-8")
-        markdown_path.write_text(summary.render_markdown(self.verdicts, self.errors), encoding="utf-8")
-        return [json_path, markdown_path]
+    def report_files(self, directory: Path) -> list[tuple[Path, str]]:
+        """The files a session leaves in `directory` and their text: the verdicts and errors as summary.json and
+        summary.md (for a CI job to post), and the results tables as results.md."""
+        return [
+            (directory / "summary.json", summary.render_json(self.verdicts, self.errors)),
+            (directory / "summary.md", summary.render_markdown(self.verdicts, self.errors)),
+            (directory / "results.md", render_results_markdown(self.measurements, self.verdict_names())),
+        ]
+
+
+def archived_verdict(verdict: Verdict | None) -> ArchivedVerdict | None:
+    """What the archive keeps of a verdict: status, ratio and its bounds, floor and band (a figure that is not a
+    finite number > 0, such as an infinite floor, is kept as unknown)."""
+    if verdict is None:
+        return None
+
+    def known(value: float | None) -> float | None:
+        return value if value is not None and 0 < value < math.inf else None
+
+    return ArchivedVerdict(
+        status=verdict.status, ratio=known(verdict.ratio), ci_low=known(verdict.ci_low),
+        ci_high=known(verdict.ci_high), floor=known(verdict.detectable_slowdown), tolerance=verdict.tolerance,
+    )
 
 
 def current_commit(directory: Path) -> str | None:

@@ -217,8 +217,15 @@ def check_against_eager(
     synchronize: Callable[[], None],
 ) -> CheckedCompile:
     """Run the eager and the compiled computation once each; raise WrongCompiledResult unless they agree within
-    COMPILED_TOLERANCE[case.dtype]. The compiled call is the first one, so its time includes compilation."""
+    COMPILED_TOLERANCE[case.dtype]. The compiled call is the first one, so its time includes compilation. An eager
+    computation that gives no tensor (a forward that returns None) cannot be checked: WrongCompiledResult says so."""
     expected = [t.detach().clone() for t in eager_result()]
+    if not expected:
+        raise WrongCompiledResult(
+            f"{case.benchmark_id}: the model's forward returned no tensor (None, or nothing but other values), so the "
+            f"{case.compile} step cannot be checked against eager and is not timed; return the output from forward "
+            "(a tensor, or a tuple, list or dict of tensors), or run this model with --perf-compile eager"
+        )
     before = DynamoCounts.now()
     synchronize()
     start_s = time.perf_counter()
@@ -226,6 +233,11 @@ def check_against_eager(
     synchronize()
     first_call_s = time.perf_counter() - start_s
     counts = DynamoCounts.now().since(before)
+    if len(actual) != len(expected):
+        raise WrongCompiledResult(
+            f"{case.benchmark_id}: the {case.compile} step returned {len(actual)} tensor(s) where eager returned "
+            f"{len(expected)}; it computes something else, so it is not timed"
+        )
     difference = largest_relative_difference(expected, actual)
     tolerance = COMPILED_TOLERANCE[case.dtype]
     if not difference <= tolerance:

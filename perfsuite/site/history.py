@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from perfsuite.matrix.axes import compile_mode_rank
-from perfsuite.records import BaselineEntry, Case, StoredRun, median_s
+from perfsuite.records import STEP_FIGURE, BaselineEntry, Case, StoredRun, median_s
 from perfsuite.store.archive import ArchivedFile, ArchivedSession, ArchivedVerdict
 from perfsuite.store.baselines import BaselineFile
 
@@ -31,7 +31,8 @@ TREND_WINDOW_RUNS = 20
 class HistorySession:
     """A case's runs of one session: when and at which commit, with which torch and model config, what kind of
     recording (`update`, `rebaseline`, or `FROM_BASELINE` when only a baseline file tells of it), the verdict
-    judged then (None where not archived), and the file it was read from."""
+    judged then (None where not archived), the file it was read from, and which figure its rounds measured
+    (`step`: steps back to back and one drain a round; `latency`: one step and a drain a round)."""
 
     recorded_at: str
     commit: str | None
@@ -42,6 +43,7 @@ class HistorySession:
     runs: tuple[StoredRun, ...]
     verdict: ArchivedVerdict | None
     source: str
+    figure: str = STEP_FIGURE
 
     @cached_property
     def median_s(self) -> float:
@@ -91,8 +93,8 @@ class CaseHistory:
 
 @dataclass(frozen=True)
 class Mark:
-    """Something to point at on a history: at session `index`, a `kind` (torch, config, rebaseline, regressed,
-    improved) and a short `label` (`torch 2.11.0 -> 2.13.0`, `x1.23`)."""
+    """Something to point at on a history: at session `index`, a `kind` (torch, config, figure, rebaseline,
+    regressed, improved) and a short `label` (`torch 2.11.0 -> 2.13.0`, `figure latency -> step`, `x1.23`)."""
 
     index: int
     kind: str
@@ -102,7 +104,7 @@ class Mark:
 @dataclass(frozen=True)
 class CaseSummary:
     """One row of the index: the newest session's median time, its trend (that median over the median of up to
-    TREND_WINDOW_RUNS earlier runs of the same torch and config; None without such runs), the newest verdict's
+    TREND_WINDOW_RUNS earlier runs of the same torch, config and figure; None without such runs), the newest verdict's
     status and floor (a fraction) where archived, the run count and the run medians for the sparkline."""
 
     last_median_s: float
@@ -131,7 +133,8 @@ def summarize(history: CaseHistory, sparkline_runs: int) -> CaseSummary:
     last = history.last
     earlier = [
         r.median_s for s in history.sessions[:-1]
-        if s.torch_version == last.torch_version and s.config_digest == last.config_digest for r in s.runs
+        if (s.torch_version, s.config_digest, s.figure) == (last.torch_version, last.config_digest, last.figure)
+        for r in s.runs
     ][-TREND_WINDOW_RUNS:]
     runs = history.runs
     return CaseSummary(
@@ -145,8 +148,8 @@ def summarize(history: CaseHistory, sparkline_runs: int) -> CaseSummary:
 
 
 def marks(history: CaseHistory) -> tuple[Mark, ...]:
-    """Where the history changes torch version or model config, starts over (rebaseline), and where a session
-    was judged regressed or improved (with the ratio), in session order."""
+    """Where the history changes torch version, model config or the figure its rounds measure, starts over
+    (rebaseline), and where a session was judged regressed or improved (with the ratio), in session order."""
     found: list[Mark] = []
     previous: HistorySession | None = None
     for index, session in enumerate(history.sessions):
@@ -154,6 +157,8 @@ def marks(history: CaseHistory) -> tuple[Mark, ...]:
             found.append(Mark(index, "torch", f"torch {previous.torch_version} -> {session.torch_version}"))
         if previous is not None and session.config_digest != previous.config_digest:
             found.append(Mark(index, "config", f"config {previous.config_digest} -> {session.config_digest}"))
+        if previous is not None and session.figure != previous.figure:
+            found.append(Mark(index, "figure", f"figure {previous.figure} -> {session.figure}"))
         if session.kind == "rebaseline":
             found.append(Mark(index, "rebaseline", "rebaseline"))
         verdict = session.verdict
@@ -172,7 +177,7 @@ def session_of_archived_case(session: ArchivedSession, index: int, source: str) 
     return HistorySession(
         recorded_at=archived.runs[0].recorded_at, commit=session.commit, torch_version=session.torch_version,
         config_digest=archived.config_digest, kind=session.kind, samples_per_step=archived.samples_per_step,
-        runs=archived.runs, verdict=archived.verdict, source=source,
+        runs=archived.runs, verdict=archived.verdict, source=source, figure=archived.figure,
     )
 
 
@@ -188,7 +193,7 @@ def sessions_of_entry(entry: BaselineEntry, source: str) -> list[HistorySession]
         HistorySession(
             recorded_at=runs[0].recorded_at, commit=runs[0].commit, torch_version=entry.torch_version,
             config_digest=entry.config_digest, kind=FROM_BASELINE, samples_per_step=entry.samples_per_step,
-            runs=tuple(runs), verdict=None, source=source,
+            runs=tuple(runs), verdict=None, source=source, figure=entry.figure,
         )
         for runs in groups
     ]

@@ -246,12 +246,14 @@ def case_facts(history: CaseHistory) -> str:
     case, sessions = history.case, history.sessions
     torch_versions = list(dict.fromkeys(s.torch_version for s in sessions))
     digests = list(dict.fromkeys(s.config_digest for s in sessions))
+    figures = list(dict.fromkeys(s.figure for s in sessions))
     identity = ", ".join(f"{k}: {v}" for k, v in sorted(history.identity.items())) or ABSENT
     facts = (
         ("device", history.device), ("machine", f"{history.machine} ({identity})"), ("model", case.model),
         ("dtype", case.dtype), ("batch size", case.batch_size), ("mode", case.mode), ("compile", case.compile),
         ("profile", case.profile), ("memory figure", history.memory_figure),
         ("torch versions", " -> ".join(torch_versions)), ("config digests", " -> ".join(digests)),
+        ("figures", " -> ".join(figures)),
         ("runs", f"{len(history.runs)} in {len(sessions)} sessions, {sessions[0].recorded_at} to "
                  f"{sessions[-1].recorded_at}"),
     )
@@ -267,28 +269,30 @@ def verdict_text(verdict: ArchivedVerdict) -> str:
 
 
 def sessions_table(history: CaseHistory) -> str:
-    """Every session, newest first: when, commit, torch, kind, its runs' medians (every run), their median, the
-    rounds timed, samples/s at that median, memory, and the verdict judged then."""
+    """Every session, newest first: when, commit, torch, kind, the figure its rounds measured, its runs' medians
+    (every run), their median, the rounds timed, samples/s at that median, memory, and the verdict judged then."""
     rows = []
     for session in reversed(history.sessions):
         verdict = session.verdict
         run_medians = ", ".join(format_seconds(r.median_s) for r in session.runs)
         rows.append([
             cell(session.recorded_at), cell(session.commit or ABSENT), cell(session.torch_version),
-            cell(session.kind), cell(run_medians), cell(format_seconds(session.median_s)),
+            cell(session.kind), cell(session.figure, css=f"figure figure-{session.figure}"), cell(run_medians),
+            cell(format_seconds(session.median_s)),
             cell(sum(r.rounds for r in session.runs)), cell(f"{session.samples_per_s:.4g}"),
             cell(format_bytes(session.memory_bytes)),
             cell(ABSENT, css="") if verdict is None else cell(verdict_text(verdict),
                                                               css=f"verdict verdict-{verdict.status}"),
         ])
-    return table(("recorded at", "commit", "torch", "session", "run medians", "median", "rounds", "samples/s",
+    return table(("recorded at", "commit", "torch", "session", "figure", "run medians", "median", "rounds", "samples/s",
                   "memory", "verdict"), rows, ' class="runs"')
 
 
 def marks_list(found: Sequence[Mark], history: CaseHistory) -> str:
     """The marks of a history as a list: when, at which commit, what."""
     if not found:
-        return "<p>No torch version or config change, rebaseline, regression or improvement in this history.</p>"
+        return ("<p>No torch version, config or figure change, rebaseline, regression or improvement in this "
+                "history.</p>")
     items = []
     for mark in found:
         session = history.sessions[mark.index]
@@ -311,8 +315,9 @@ def case_page(
     )
     figure = (
         f'<figure class="plot">{plot_svg}<figcaption>Each point is a run\'s median step time, its bar the IQR of '
-        "the run's stored rounds; the line joins the sessions' medians. Dashed lines: torch version or config "
-        "changes and rebaselines; triangles: sessions judged regressed (up) or improved (down), with the ratio."
+        "the run's stored rounds; the line joins the sessions' medians. Dashed lines: torch version, config or "
+        "figure changes (step: steps back to back and one drain a round; latency: one step and a drain) and "
+        "rebaselines; triangles: sessions judged regressed (up) or improved (down), with the ratio."
         "</figcaption></figure>"
         if plot_svg else f'<p class="note">{esc(plot_note or "No plot.")}</p>'
     )

@@ -1,9 +1,9 @@
 """A case's history as an SVG plot drawn with matplotlib (an optional extra: `pip install 'perfsuite[plot]'`).
 
 The x axis is the sessions in time order, labelled with their date and commit; each run is a point at its median
-step time with a bar over the IQR of its stored rounds, and a line joins the sessions' medians. Torch version and
-config changes and rebaselines are dashed vertical lines; regressions and improvements are triangles with their
-ratio. A second panel shows the memory figure where runs measured one. The page's caption is the legend (a
+step time with a bar over the IQR of its stored rounds, and a line joins the sessions' medians. Torch version,
+config and figure changes and rebaselines are dashed vertical lines; regressions and improvements are triangles with
+their ratio. A second panel shows the memory figure where runs measured one. The page's caption is the legend (a
 legend redrawn on every plot costs a fifth of the drawing).
 """
 
@@ -29,7 +29,7 @@ TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 MAX_TICKS = 8
 # Beyond this many labels the newest ones are written and the older marks drawn without text.
 MAX_LABELS = 12
-LINE_MARKS = {"torch": "#b35900", "config": "#7a4fb3", "rebaseline": "#555555"}
+LINE_MARKS = {"torch": "#b35900", "config": "#7a4fb3", "figure": "#117a65", "rebaseline": "#555555"}
 VERDICT_MARKS = {"regressed": ("^", "#c0392b"), "improved": ("v", "#1e8449")}
 RUN_COLOUR, SPREAD_COLOUR, SESSION_COLOUR = "#1f4e79", "#9cb8d3", "#1f4e79"
 

@@ -10,18 +10,16 @@ version 1, documented in docs/site.md.
 
 `write_session` is the only writer (atomic, never replaces a file). `read_archive` reads a whole archive and
 never raises on a bad file: it returns the good sessions and, for each bad file, what is wrong and what to do.
-This module imports the records, the errors and the JSON reader only.
+This module imports the records, the errors, the store's reader and writer, and the baseline store's rule for
+an unstated figure.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
 import re
 import secrets
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import BadFileError
-from perfsuite.records import Case, StoredRun, is_finite_positive
+from perfsuite.records import FIGURES, STEP_FIGURE, BaselineEntry, Case, StoredRun, is_finite_positive
+from perfsuite.store.baselines import figure_when_unstated
+from perfsuite.store.files import write_new_text_atomically
 from perfsuite.store.jsonfile import read_json_file
 
 SCHEMA = "perfsuite-archive"
@@ -44,8 +44,9 @@ VERDICT_STATUSES = ("regressed", "improved", "unchanged", "uncalibrated", "no-ba
 _RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 FILE_STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 NO_COMMIT = "nocommit"
-# A device or machine name becomes a folder name: no separators, no leading dot.
-_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A device or machine name becomes a folder name: letters, digits, '-', '_' and '.' (as --perf-machine takes them),
+# no separators, no leading dot.
+_FOLDER_NAME = re.compile(r"[\w-][\w.-]*")
 _NEW_NAME_ATTEMPTS = 8
 BAD_ARCHIVE_REMEDY = (
     "An archive file is written once and never changed: restore it from version control (git checkout -- FILE) "
@@ -81,7 +82,9 @@ class ArchivedCase:
     `MAX_ARCHIVED_ROUNDS` stored rounds, as the baseline store keeps them) and the verdict judged, if any.
 
     `samples_per_step` is what one step processes (samples/s follows from a run's median); `memory_figure`
-    names the memory figure of the runs' `memory_bytes`; `threads` is torch's CPU thread count (None unknown).
+    names the memory figure of the runs' `memory_bytes`; `threads` is torch's CPU thread count (None unknown);
+    `figure` what the rounds measured (`step` or `latency`, perfsuite.records.FIGURES; a file without it is read
+    as the baseline store reads an entry without it, perfsuite.store.baselines.figure_when_unstated).
     """
 
     case: Case
@@ -91,11 +94,14 @@ class ArchivedCase:
     samples_per_step: int
     runs: tuple[StoredRun, ...]
     verdict: ArchivedVerdict | None = None
+    figure: str = STEP_FIGURE
 
     def __post_init__(self) -> None:
         benchmark_id = self.case.benchmark_id
         if not self.runs:
             raise ValueError(f"{benchmark_id}: an archived case needs at least one run")
+        if self.figure not in FIGURES:
+            raise ValueError(f"{benchmark_id}: figure {self.figure!r} is not one of {', '.join(FIGURES)}")
         too_many = [len(r.round_times_s) for r in self.runs if len(r.round_times_s) > MAX_ARCHIVED_ROUNDS]
         if too_many:
             raise ValueError(
@@ -126,7 +132,7 @@ class ArchivedSession:
     def __post_init__(self) -> None:
         for what, name in (("device", self.device), ("machine_slug", self.machine_slug)):
             if not _FOLDER_NAME.fullmatch(name):
-                raise ValueError(f"{what} {name!r} cannot name a folder: use letters, digits, '.', '_' and '-'")
+                raise ValueError(f"{what} {name!r} cannot name a folder: use letters, digits, '-', '_' and '.'")
         if self.kind not in SESSION_KINDS:
             raise ValueError(f"session kind {self.kind!r} is not one of {', '.join(SESSION_KINDS)}")
         _parse_recorded_at(self.recorded_at)
@@ -154,6 +160,15 @@ def _parse_recorded_at(text: str) -> datetime:
         return datetime.fromisoformat(text[:-1])
     except (TypeError, ValueError):
         raise ValueError(f"recorded_at {text!r} is not a UTC time written YYYY-MM-DDTHH:MM:SSZ") from None
+
+
+def archived_case(entry: BaselineEntry, verdict: ArchivedVerdict | None) -> ArchivedCase:
+    """The archived case of a session's baseline entry (the runs it gave the store, not the whole history) and
+    the verdict judged for it."""
+    return ArchivedCase(
+        case=entry.case, config_digest=entry.config_digest, threads=entry.threads, memory_figure=entry.memory_figure,
+        samples_per_step=entry.samples_per_step, runs=entry.runs, verdict=verdict, figure=entry.figure,
+    )
 
 
 # --- the codec --------------------------------------------------------------------------------------------
@@ -185,6 +200,7 @@ def _case_to_json(archived: ArchivedCase) -> dict[str, Any]:
         "config_digest": archived.config_digest,
         "threads": archived.threads,
         "memory_figure": archived.memory_figure,
+        "figure": archived.figure,
         "samples_per_step": archived.samples_per_step,
         "runs": [
             {
@@ -264,9 +280,12 @@ def _runs_of(document: Mapping[str, Any], commit: str | None, where: str) -> tup
         median = _field(run, "median_s", "positive", run_where)
         if rounds < len(times):
             raise _Problem(f"{run_where}: 'rounds' ({rounds}) is smaller than the {len(times)} stored round times")
-        if not min(times) <= median <= max(times):
+        # Only where every round is kept must the median lie among them: the median of every round can lie outside
+        # an evenly spaced subsample of them (as the baseline reader holds).
+        if rounds == len(times) and not min(times) <= median <= max(times):
             raise _Problem(
-                f"{run_where}: 'median_s' {median} lies outside its stored rounds [{min(times)}, {max(times)}]"
+                f"{run_where}: 'median_s' {median} lies outside its stored rounds [{min(times)}, {max(times)}], "
+                "which are all its rounds"
             )
         recorded_at = _field(run, "recorded_at", "text", run_where)
         try:
@@ -328,7 +347,18 @@ def _archived_case(document: Any, index: int, device: str, commit: str | None) -
         samples_per_step=_field(document, "samples_per_step", "size", where),
         runs=_runs_of(document, commit, where),
         verdict=_verdict_of(document, where),
+        figure=_figure_of(document, device, where),
     )
+
+
+def _figure_of(document: Mapping[str, Any], device: str, where: str) -> str:
+    # Files written before the figure was archived hold none: the device's figure of that time.
+    if "figure" not in document:
+        return figure_when_unstated(device)
+    figure = _field(document, "figure", "text", where)
+    if figure not in FIGURES:
+        raise _Problem(f"{where}: 'figure' {figure!r} is not one of {', '.join(FIGURES)}")
+    return str(figure)
 
 
 def session_from_json(document: Any, path: Path | str) -> ArchivedSession:
@@ -481,52 +511,19 @@ def session_file_name(session: ArchivedSession, random_part: str) -> str:
 def write_session(archive_dir: Path | str, session: ArchivedSession) -> Path:
     """Archive `session` as a new file under `archive_dir` (`<baseline_dir>/archive`) and return its path.
 
-    The file is `<device>/<machine_slug>/<UTC stamp>-<commit>-<random>.json`. It is written to a temporary file in
-    the same folder, fsynced, then linked to its name, which fails rather than replace anything already there
-    (a file, or a symlink to anything, /dev/null included); on a taken name another random part is drawn. A failure
-    (a read-only folder, a full disk) raises OSError and leaves no file behind, temporary or final.
+    The file is `<device>/<machine_slug>/<UTC stamp>-<commit>-<random>.json`, written by the store's append-only
+    writer (`perfsuite.store.files.write_new_text_atomically`): a temporary file in the same folder, fsynced, then
+    linked to its name, which fails rather than replace anything already there (a file, or a symlink to anything,
+    /dev/null included); on a taken name another random part is drawn. A failure (a read-only folder, a full disk)
+    raises OSError and leaves no file behind, temporary or final.
 
-    Call it once per device of a session that recorded (`--perf-update-baseline`: kind `update`,
-    `--perf-rebaseline`: kind `rebaseline`), with the same runs the baseline store was given.
+    A recording session calls it once per device (`--perf-update-baseline`: kind `update`, `--perf-rebaseline`:
+    kind `rebaseline`), with the same runs the baseline store was given.
     """
     folder = Path(archive_dir) / session.device / session.machine_slug
-    folder.mkdir(parents=True, exist_ok=True)
     # Compact: a session file is written once and read by programs (`python -m json.tool FILE` shows it indented).
-    text = json.dumps(session_to_json(session), separators=(",", ":"), sort_keys=True, ensure_ascii=False,
-                      allow_nan=False)
-    descriptor, temporary_name = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes the file private (0600); an archive is shared through version control.
-        os.chmod(temporary_name, 0o644)
-        target = _link_to_new_name(temporary_name, folder, session)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary_name)
-    _fsync_directory(folder)
-    return target
-
-
-def _link_to_new_name(temporary_name: str, folder: Path, session: ArchivedSession) -> Path:
-    for _ in range(_NEW_NAME_ATTEMPTS):
-        target = folder / session_file_name(session, secrets.token_hex(3))
-        try:
-            # A hard link never replaces an existing name, unlike os.replace.
-            os.link(temporary_name, target)
-        except FileExistsError:
-            continue
-        return target
-    raise FileExistsError(f"{folder}: no free file name after {_NEW_NAME_ATTEMPTS} tries")
-
-
-def _fsync_directory(directory: Path) -> None:
-    # The new name is durable only once the directory entry is on disk; some systems cannot open directories.
-    with contextlib.suppress(OSError):
-        descriptor = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+    # ASCII: a lone surrogate (from undecodable bytes in a commit or machine name) stays a `\\uXXXX` escape.
+    text = json.dumps(session_to_json(session), separators=(",", ":"), sort_keys=True, allow_nan=False)
+    return write_new_text_atomically(
+        folder, lambda: session_file_name(session, secrets.token_hex(3)), text + "\n", attempts=_NEW_NAME_ATTEMPTS,
+    )

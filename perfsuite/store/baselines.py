@@ -332,11 +332,15 @@ def _shared_fields(entry: Any, benchmark_id: str, device: str) -> tuple[str, dic
     }
 
 
+def figure_when_unstated(device: str) -> str:
+    """What the rounds of a `device` history that states no figure measured: histories recorded before the figure
+    was stored timed one step and a drain of the device a round, latency on an accelerator; on a device that runs
+    eagerly (the CPU) a round of one step is what the step figure times too."""
+    return LATENCY_FIGURE if backend(device).is_accelerator else STEP_FIGURE
+
+
 def _figure_of(entry: Mapping[str, Any], device: str, where: str) -> str:
-    # Entries recorded before the figure was stored timed one step and a drain of the device a round: latency on an
-    # accelerator; on a device that runs eagerly (the CPU) a round of one step is what the step figure times too.
-    legacy = LATENCY_FIGURE if backend(device).is_accelerator else STEP_FIGURE
-    figure = _field(entry, "figure", "text", where) if "figure" in entry else legacy
+    figure = _field(entry, "figure", "text", where) if "figure" in entry else figure_when_unstated(device)
     if figure not in FIGURES:
         raise _Problem(f"{where} has figure {figure!r}; valid: {', '.join(FIGURES)}")
     return str(figure)

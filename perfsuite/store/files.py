@@ -1,8 +1,10 @@
 """Files on the user's behalf: the one atomic writer and the one bounded reader.
 
-- `write_text_atomically(path, text)` is how perfsuite writes a file a user keeps (baselines, doctor facts):
-  it replaces a regular file or makes a new one in one step, so a reader sees the old file or the new one, never
-  half of one. It never replaces a device, a folder, a FIFO or another special file.
+- `write_text_atomically(path, text)` is how perfsuite writes a file a user keeps (baselines, doctor facts, the
+  session's summary and results): it replaces a regular file or makes a new one in one step, so a reader sees the
+  old file or the new one, never half of one. It never replaces a device, a folder, a FIFO or another special file.
+- `write_new_text_atomically(folder, name_for, text)` is its append-only twin (the archive): the same temporary
+  file, but linked to a name that is free, never replacing anything already there.
 - `read_bytes_capped(path, max_bytes, remedy)` is how perfsuite reads a file a user names: only a regular file,
   opened so that a FIFO cannot block, and never more than `max_bytes`, whatever the file says its size is.
   `perfsuite.store.jsonfile.read_json_file` builds on it.
@@ -16,6 +18,7 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from perfsuite.errors import BadFileError
@@ -41,14 +44,9 @@ def write_text_atomically(path: Path | str, text: str) -> Path:
     data = text.encode("utf-8")
     mode = refuse_special_file(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    # Keep the replaced file's permission bits, or make the new one shared.
+    temporary = _durable_temporary(target.parent, f".{target.name}.", data, stat.S_IMODE(mode) & 0o777)
     try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes the file private (0600): keep the replaced file's bits, or make the new one shared.
-        os.chmod(temporary, stat.S_IMODE(mode) & 0o777)
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -56,6 +54,54 @@ def write_text_atomically(path: Path | str, text: str) -> Path:
         raise
     fsync_folder(target.parent)
     return target
+
+
+def write_new_text_atomically(folder: Path | str, name_for: Callable[[], str], text: str, attempts: int = 8) -> Path:
+    """Write `text` (UTF-8) as a new file in `folder` named `name_for()`; return its path. Nothing already there is
+    ever replaced or written through: a name that is taken (a file, a folder, a symlink to anything) makes
+    `name_for` draw another, up to `attempts` times.
+
+    How: the temporary file of `write_text_atomically` (`.<random>.tmp`, fsynced, mode 0644), hard-linked to the
+    new name (a link fails where the name exists, unlike a rename), then removed; the folder is fsynced. Missing
+    folders are made. Raises UnicodeEncodeError for text that is not UTF-8, FileExistsError when no free name was
+    drawn, OSError when the folder cannot be made or written; on any failure no file is left, temporary or final.
+    """
+    folder = Path(folder)
+    data = text.encode("utf-8")
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = _durable_temporary(folder, ".", data, NEW_FILE_MODE)
+    try:
+        for _ in range(attempts):
+            target = folder / name_for()
+            try:
+                os.link(temporary, target)
+            except FileExistsError:
+                continue
+            break
+        else:
+            raise FileExistsError(f"{folder}: no free file name after {attempts} tries")
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+    fsync_folder(folder)
+    return target
+
+
+def _durable_temporary(folder: Path, prefix: str, data: bytes, mode: int) -> str:
+    """A hidden temporary file `<prefix><random>.tmp` in `folder` holding `data`, fsynced, with permission bits
+    `mode` (mkstemp makes it 0600); removed again if writing it fails."""
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    return temporary
 
 
 def refuse_special_file(path: Path | str, remedy: str = WRITE_REMEDY) -> int:

@@ -12,7 +12,7 @@ import pytest
 
 from perfsuite.judge.verdicts import VERDICT_STATUSES
 from perfsuite.records import Case, StoredRun
-from perfsuite.store import archive
+from perfsuite.store import archive, files
 from perfsuite.store.archive import (
     ArchivedCase,
     ArchivedSession,
@@ -98,7 +98,7 @@ def test_a_failed_write_leaves_no_file(tmp_path, monkeypatch):
     def full_disk(source, destination):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(archive.os, "link", full_disk)
+    monkeypatch.setattr(files.os, "link", full_disk)
     with pytest.raises(OSError, match="No space left"):
         write_session(tmp_path, session())
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
@@ -204,11 +204,12 @@ def test_the_archived_statuses_are_the_judges():
     assert archive.VERDICT_STATUSES == VERDICT_STATUSES
 
 
-def test_the_archive_imports_only_records_errors_and_the_json_reader():
+def test_the_archive_imports_only_records_errors_the_stores_reader_and_writer_and_the_figure_rule():
     tree = ast.parse((REPOSITORY / "perfsuite" / "store" / "archive.py").read_text())
     ours = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
             and node.module and node.module.startswith("perfsuite")}
-    assert ours == {"perfsuite.errors", "perfsuite.records", "perfsuite.store.jsonfile"}
+    assert ours == {"perfsuite.errors", "perfsuite.records", "perfsuite.store.jsonfile", "perfsuite.store.files",
+                    "perfsuite.store.baselines"}
 
 
 def test_a_written_file_is_readable_by_everyone(tmp_path):
@@ -223,3 +224,34 @@ def test_a_link_to_a_device_in_the_archive_is_reported_not_read(tmp_path):
     assert len(reading.sessions) == 1
     assert [p.problem for p in reading.problems] == [
         "is not a regular file (a device, a pipe, a socket or a broken link)"]
+
+
+def test_the_figure_each_case_measured_reads_back(tmp_path):
+    written = session()
+    latency = ArchivedSession(**{**written.__dict__, "cases": (
+        ArchivedCase(**{**written.cases[0].__dict__, "figure": "latency"}),)})
+    write_session(tmp_path, latency)
+    (read,) = read_archive(tmp_path).sessions
+    assert read.cases[0].figure == "latency"
+
+
+@pytest.mark.parametrize(("device", "machine", "figure"), [("cuda", "nvidia-h200", "latency"), ("cpu", "vm", "step")])
+def test_a_file_without_a_figure_reads_as_the_baseline_store_reads_one(tmp_path, device, machine, figure):
+    document = session_to_json(session(device=device, machine=machine, case=Case(device, "fp32", "resnet18", 4,
+                                                                                  "infer", "smoke")))
+    del document["cases"][0]["figure"]
+    path = tmp_path / device / machine / "20261202T160315Z-3d7a4eb-aaaaaa.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(document))
+    (read,) = read_archive(tmp_path).sessions
+    assert read.cases[0].figure == figure
+
+
+def test_an_unknown_figure_is_reported(tmp_path):
+    document = session_to_json(session())
+    document["cases"][0]["figure"] = "throughput"
+    path = tmp_path / "cuda" / "nvidia-h200" / "20261202T160315Z-3d7a4eb-aaaaaa.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(document))
+    (problem,) = read_archive(tmp_path).problems
+    assert "'figure' 'throughput' is not one of step, latency" in problem.problem

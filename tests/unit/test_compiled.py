@@ -127,6 +127,23 @@ def test_a_compiled_step_that_computes_something_else_is_refused_naming_the_diff
     assert ok.largest_difference == pytest.approx(0.0005, rel=1e-3) and ok.first_call_s >= 0
 
 
+def test_a_forward_that_returns_none_is_refused_saying_so_and_what_to_do():
+    nothing = case("cpu", "inductor", dtype="fp32")
+    with pytest.raises(compiled.WrongCompiledResult) as refused:
+        compiled.check_against_eager(nothing, lambda: compiled.output_tensors(None),
+                                     lambda: compiled.output_tensors(None), lambda: None)
+    message = str(refused.value)
+    assert message.startswith(f"{nothing.benchmark_id}: the model's forward returned no tensor")
+    assert "return the output from forward" in message and "--perf-compile eager" in message
+    assert "differs from eager" not in message
+
+
+def test_a_compiled_step_that_returns_fewer_tensors_than_eager_is_refused_naming_the_counts():
+    with pytest.raises(compiled.WrongCompiledResult, match=r"returned 1 tensor\(s\) where eager returned 2"):
+        compiled.check_against_eager(case("cpu", "inductor", dtype="fp32"),
+                                     lambda: [torch.ones(1), torch.ones(2)], lambda: [torch.ones(1)], lambda: None)
+
+
 def test_a_check_in_eval_mode_where_dropout_would_draw_masks_and_modes_restored():
     with_dropout = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1), torch.nn.BatchNorm1d(2)).train()
     with compiled.training_check_mode(with_dropout):
@@ -166,3 +183,40 @@ def test_a_compiled_resnet18_smoke_case_runs_with_its_compile_time_and_check(pyt
     assert info["compile_first_call_s"] > 0 and info["compile_frames"] >= 1 and info["compile_warmup_frames"] == 0
     assert 0 <= info["compile_check_largest_difference"] <= compiled.COMPILED_TOLERANCE["fp32"]
     assert info["flops_per_step"] > 0
+
+
+RETURNS_NONE = """
+import torch
+from perfsuite import Workload, register_workload
+
+
+class ReturnsNothing(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.linear(x)
+
+
+register_workload(Workload(
+    name="returns-none", build_module=lambda profile: ReturnsNothing(),
+    make_inputs=lambda profile, batch_size: torch.ones(batch_size, 4), batch_sizes={"standard": (2,)},
+))
+"""
+
+
+def test_a_model_whose_forward_returns_none_fails_under_inductor_naming_the_case_and_what_to_do(pytester):
+    pytester.makeconftest(RETURNS_NONE)
+    pytester.makepyfile("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
+    pytester.makepyprojecttoml("[tool.perfsuite]\n")
+    result = pytester.runpytest_subprocess(
+        "--benchmark-only", "--perf-device", "cpu", "--perf-profile", "standard", "--perf-model", "returns-none",
+        "--perf-dtype", "fp32", "--perf-compile", "inductor", "--benchmark-max-time", "0.02", "-p", "no:cacheprovider",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*cpu-fp32-returns-none-bs2-infer-inductor: the model's forward returned no tensor*return the output from "
+        "forward*--perf-compile eager*",
+    ])
+    assert "differs from eager by inf" not in result.stdout.str()

@@ -577,3 +577,20 @@ def test_a_summary_dir_that_is_a_file_stops_the_session_before_anything_is_measu
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--perf-summary-dir: 'report' is a file, not a folder*"])
     assert "perfsuite: " not in result.stdout.str() and (project.path / "report").read_text() == "keep"
+
+
+def test_special_files_in_place_of_the_summary_and_results_are_refused_named_and_kept(project):
+    folder = project.path / ".perfsuite"
+    results = fifo(folder / "results.md")
+    (folder / "summary.md").mkdir()
+    (folder / "summary.json").symlink_to("/dev/null")
+    result = project.runpytest_subprocess(*GATE_RUN, timeout=120)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines([
+        f"nothing written to {folder / 'summary.json'}: is a character device (/dev/null), not a regular file*",
+        f"nothing written to {folder / 'summary.md'}: is a folder, not a regular file*",
+        f"nothing written to {results}: is a FIFO (named pipe), not a regular file*",
+    ])
+    assert kept_as_fifo(results) and (folder / "summary.md").is_dir()
+    assert os.readlink(folder / "summary.json") == "/dev/null"

@@ -31,30 +31,33 @@ def stored(median_s: float, recorded_at: str, commit: str | None = "abc1234", ro
     return StoredRun(median_s, len(rounds), tuple(median_s * r for r in rounds), 1_000_000, recorded_at, commit)
 
 
-def entry(*runs: StoredRun, torch_version: str = "2.13.0") -> BaselineEntry:
+def entry(*runs: StoredRun, torch_version: str = "2.13.0", figure: str = "step") -> BaselineEntry:
     return BaselineEntry(
         case=CASE, config_digest="cfg1", torch_version=torch_version, threads=None, machine={"name": "m"},
         memory_figure="mps_driver_allocated_bytes", samples_per_step=64, flops_per_step=None, gpu_busy_fraction=None,
-        tolerance=0.1, memory_tolerance=0.1, runs=runs,
+        tolerance=0.1, memory_tolerance=0.1, runs=runs, figure=figure,
     )
 
 
-def baseline(machine: str, *runs: StoredRun) -> BaselineSource:
-    return BaselineSource(Path(f"mps/{machine}.json"), machine, BaselineFile("mps", {CASE.benchmark_id: entry(*runs)}))
+def baseline(machine: str, *runs: StoredRun, figure: str = "step") -> BaselineSource:
+    return BaselineSource(Path(f"mps/{machine}.json"), machine,
+                          BaselineFile("mps", {CASE.benchmark_id: entry(*runs, figure=figure)}))
 
 
 def archived(machine: str, recorded_at: str, *medians: float, kind: str = "update",
-             verdict: ArchivedVerdict | None = None, torch_version: str = "2.13.0") -> ArchivedFile:
+             verdict: ArchivedVerdict | None = None, torch_version: str = "2.13.0", figure: str = "step"
+             ) -> ArchivedFile:
     runs = tuple(stored(m, recorded_at) for m in medians)
     session = ArchivedSession("mps", machine, {"name": machine}, recorded_at, "abc1234", torch_version, kind,
-                              (ArchivedCase(CASE, "cfg1", None, "mps_driver_allocated_bytes", 64, runs, verdict),))
+                              (ArchivedCase(CASE, "cfg1", None, "mps_driver_allocated_bytes", 64, runs, verdict,
+                                            figure),))
     return ArchivedFile(Path(f"archive/mps/{machine}/{recorded_at}.json"), session)
 
 
 def session(recorded_at: str, *medians: float, torch_version: str = "2.13.0", config_digest: str = "cfg1",
-            kind: str = "update", verdict: ArchivedVerdict | None = None) -> HistorySession:
+            kind: str = "update", verdict: ArchivedVerdict | None = None, figure: str = "step") -> HistorySession:
     return HistorySession(recorded_at, "abc1234", torch_version, config_digest, kind, 64,
-                          tuple(stored(m, recorded_at) for m in medians), verdict, "test")
+                          tuple(stored(m, recorded_at) for m in medians), verdict, "test", figure)
 
 
 def history(*sessions: HistorySession) -> CaseHistory:
@@ -133,3 +136,28 @@ def test_run_quartiles_are_numpys_for_runs_of_any_length():
     runs = [stored(1.0, "2026-12-01T10:00:00Z", rounds=r) for r in ((1.0,), (1, 2, 3, 4), (5, 1, 9), (2, 4, 6, 8))]
     expected = [np.percentile(r.round_times_s, [25, 75]) for r in runs]
     np.testing.assert_allclose(run_quartiles_s(runs), expected)
+
+
+def test_a_change_of_figure_is_marked_as_a_torch_upgrade_is():
+    found = marks(history(
+        session("2026-12-01T10:00:00Z", 0.010, figure="latency"),
+        session("2026-12-02T10:00:00Z", 0.008, figure="step", kind="rebaseline"),
+        session("2026-12-03T10:00:00Z", 0.008, figure="step"),
+    ))
+    assert [(m.index, m.kind, m.label) for m in found] == [
+        (1, "figure", "figure latency -> step"), (1, "rebaseline", "rebaseline"),
+    ]
+
+
+def test_each_session_keeps_the_figure_its_archive_or_baseline_file_states():
+    merged = merge_histories(
+        [archived("ci-m2-max", "2026-12-01T10:00:00Z", 0.010, figure="latency")],
+        [baseline("ci-m2-max", stored(0.008, "2026-12-02T10:00:00Z"), figure="step")],
+    )
+    assert [s.figure for s in merged[0].sessions] == ["latency", "step"]
+
+
+def test_the_trend_never_sets_one_figure_against_another():
+    summary = summarize(history(session("2026-12-01T10:00:00Z", 0.05, figure="latency"),
+                                session("2026-12-02T10:00:00Z", 0.04, figure="step")), 60)
+    assert summary.trend is None

@@ -4,6 +4,7 @@ the filters' options, every session, every bad file) are where they should be, e
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,15 @@ def test_the_navigation_counts_the_problems(problem_count, expected):
     page = pages.page("t", "", pages.SiteLinks(has_ab=True, problem_count=problem_count), "now")
     assert 'href="ab.html"' in page
     assert (expected in page) if expected else ("problems-link" not in page)
+
+
+def test_a_case_page_shows_which_figure_each_session_measured_and_marks_the_change():
+    latency, step = history(sessions=2).sessions
+    changed = CaseHistory("mps", "ci-m2-max", history().case, "mps_driver_allocated_bytes", {"name": "ci-m2-max"},
+                          (replace(latency, figure="latency"), replace(step, figure="step")))
+    page = pages.case_page(changed, SUMMARY, [Mark(1, "figure", "figure latency -> step")], "<svg></svg>", None,
+                           LINKS, "now")
+    figures = re.findall(r'<td class="figure figure-(\w+)">', page)
+    assert figures == ["step", "latency"]  # newest first
+    assert '<li class="mark mark-figure">2026-12-02T10:00:00Z (c1): figure latency -&gt; step</li>' in page
+    assert "<dt>figures</dt><dd>latency -&gt; step</dd>" in page

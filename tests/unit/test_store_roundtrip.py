@@ -4,7 +4,8 @@ Histories of 1 to 500 rounds per run (trimmed to 50 stored rounds above 50, the 
 times from 1 ns to 100 s laid out so that the median of all rounds falls anywhere the data allow (inside the kept
 rounds, below or above all of them), memory absent or any size the reader takes, and text fields of arbitrary
 unicode, lone surrogates included. Each history goes through the real writer (`stored_run`, `record_runs`) and
-the real reader (`load_baseline`) and must come back as the store promises:
+the real reader (`load_baseline`) and must come back as the store promises; the archive the gate writes beside the
+baselines (`write_session`, `read_archive`) too, for sessions of the same runs with the verdicts judged:
 
 - every field equal, except that a high surrogate directly followed by a low one reads back as the one character
   that pair encodes (JSON cannot tell the two apart: RFC 8259, section 7);
@@ -15,6 +16,7 @@ the real reader (`load_baseline`) and must come back as the store promises:
 from __future__ import annotations
 
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,18 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from perfsuite.judge.verdicts import VERDICT_STATUSES
 from perfsuite.matrix.axes import COMPILE_MODES
-from perfsuite.records import MIN_ROUND_TIME_S, BaselineEntry, Case, StoredRun
+from perfsuite.records import FIGURES, MIN_ROUND_TIME_S, BaselineEntry, Case, StoredRun
+from perfsuite.store.archive import (
+    SESSION_KINDS,
+    ArchivedCase,
+    ArchivedSession,
+    ArchivedVerdict,
+    read_archive,
+    session_to_json,
+    write_session,
+)
 from perfsuite.store.baselines import (
     MAX_STORED_ROUNDS,
     STORED_SIGNIFICANT_FIGURES,
@@ -152,3 +164,56 @@ def test_a_stored_run_keeps_the_round_count_the_median_of_every_round_and_at_mos
     assert run.median_s == significant(float(np.median(times)))
     assert all(t == significant(t) for t in run.round_times_s)
 
+
+
+# What a session gives the archive: names the matrix and the hardware make (never empty), UTC times as the gate
+# writes them, a commit or none.
+NAME = TEXT.filter(bool)
+RECORDED_AT = st.datetimes(datetime(2000, 1, 1), datetime(2999, 12, 31)).map(
+    lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+)
+RATIO = st.none() | st.floats(1e-6, 1e6)
+
+
+@st.composite
+def archived_verdicts(draw: st.DrawFn) -> ArchivedVerdict | None:
+    if draw(st.booleans()):
+        return None
+    return ArchivedVerdict(
+        status=draw(st.sampled_from(VERDICT_STATUSES)), ratio=draw(RATIO), ci_low=draw(RATIO), ci_high=draw(RATIO),
+        floor=draw(RATIO), tolerance=draw(st.floats(0.0, 1.0, exclude_max=True)),
+    )
+
+
+@st.composite
+def archived_sessions(draw: st.DrawFn, device: str) -> ArchivedSession:
+    recorded_at, commit = draw(RECORDED_AT), draw(st.none() | NAME)
+    cases = []
+    for index in range(draw(st.integers(1, 3))):
+        case = Case(device, draw(NAME), draw(NAME), draw(st.integers(1, MAX_JSON_INTEGER)), f"mode{index}",
+                    draw(NAME), draw(st.sampled_from(COMPILE_MODES)))
+        runs = tuple(
+            stored_run(times, draw(st.none() | st.integers(0, 2**50)), recorded_at, commit)
+            for times in draw(st.lists(round_times_s(), min_size=1, max_size=3))
+        )
+        cases.append(ArchivedCase(
+            case, draw(NAME), draw(st.none() | st.integers(0, MAX_JSON_INTEGER)), draw(NAME),
+            draw(st.integers(1, MAX_JSON_INTEGER)), runs, draw(archived_verdicts()), draw(st.sampled_from(FIGURES)),
+        ))
+    return ArchivedSession(
+        device=device, machine_slug=draw(st.from_regex(r"[a-z0-9][a-z0-9._-]{0,20}", fullmatch=True)),
+        machine=draw(st.dictionaries(TEXT, TEXT, max_size=4)), recorded_at=recorded_at, commit=commit,
+        torch_version=draw(NAME), kind=draw(st.sampled_from(SESSION_KINDS)), cases=tuple(cases),
+    )
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(device=st.sampled_from(DEVICES), data=st.data())
+def test_what_the_archive_writes_it_reads_back(device, data):
+    session = data.draw(archived_sessions(device))
+    with tempfile.TemporaryDirectory() as folder:
+        write_session(folder, session)
+        reading = read_archive(folder)
+    assert reading.problems == ()
+    (read,) = reading.sessions
+    assert session_to_json(read) == promised(session_to_json(session))

@@ -23,6 +23,8 @@ COMMANDS = {
     "selftest": "measure timing accuracy, harness overhead and the gate's false-alarm and detection rates; "
     "--report renders docs/measurement-quality.md",
     "site": "a static site of every case's runs over time, the comparison with CUDA and A/B results",
+    "init-ci": "write a GitHub Actions workflow that gates your repository on self-hosted Macs",
+    "ci": "a step of that workflow: judge, checkout-history, record, publish, site",
 }
 
 
@@ -34,7 +36,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name, help_text in COMMANDS.items():
         subparser = commands.add_parser(name, help=help_text)
         if name == command:
-            module = importlib.import_module(f"perfsuite.commands.{name}")
+            module = importlib.import_module(f"perfsuite.commands.{name.replace('-', '_')}")
             subparser.description = module.__doc__
             module.add_arguments(subparser)
             subparser.set_defaults(run=module.run)

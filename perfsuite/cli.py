@@ -47,8 +47,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `perfsuite` console script; returns the exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in arguments if not a.startswith("-")), None)
+    # Arguments after `--` go to the pytest a command runs (`perfsuite ci judge -- --perf-device mps`).
+    passthrough = arguments[arguments.index("--") + 1:] if "--" in arguments else []
+    arguments = arguments[: arguments.index("--")] if "--" in arguments else arguments
     parser = build_parser(command)
     args = parser.parse_args(arguments)
+    if passthrough and not hasattr(args, "pytest_args"):
+        parser.error(f"perfsuite {args.command or ''} takes no arguments after --")
+    if passthrough:
+        args.pytest_args = passthrough
     if not getattr(args, "run", None):
         parser.print_help()
         return 2

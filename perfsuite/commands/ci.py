@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machine", help="this Mac's name for its history file (record, publish)")
     parser.add_argument("--branch", default="perf-history", help="the history branch (default: %(default)s)")
     parser.add_argument("--history-mode", choices=HISTORY_MODES, default="append", help="record: append or start over")
-    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
+    # More pytest arguments follow `--` (perfsuite's main hands them over as pytest_args).
+    parser.set_defaults(pytest_args=[])
 
 
 def run(args: argparse.Namespace) -> int:

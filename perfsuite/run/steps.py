@@ -138,9 +138,12 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
 
     if case.compile == EAGER:
         run_step = step_with(module)
+        if base_mode(case.mode) != "infer":
+            # A training step changes the weights: its FLOPs are counted after the warm-up, by the measuring.
+            return PreparedCase(case, run_step, parameter_count, digest, extra_facts=layout_facts)
         count = flop_count(run_step)
         return PreparedCase(
-            case, run_step, parameter_count, digest, extra_facts={**layout_facts, **flop_facts(case, count)},
+            case, run_step, parameter_count, digest, extra_facts={**layout_facts, **flop_facts(count)},
             flops_per_step=count.flops_per_step,
         )
     return prepare_compiled(case, workload, module, inputs, target, step_with, parameter_count, digest)
@@ -197,7 +200,7 @@ def prepare_compiled(
             replay, capture_s = _timed_capture(
                 make_train_step(case, workload, module, inputs, target, compiled.make_capturable)
             )
-        facts = {**checked.facts(), "compile_first_call_s": round(capture_s, 3), **flop_facts(case, count)}
+        facts = {**checked.facts(), "compile_first_call_s": round(capture_s, 3), **flop_facts(count)}
         return PreparedCase(case, replay, parameter_count, digest, extra_facts=facts, flops_per_step=flops_per_step)
 
     runner = compiled.compile_module(module, case.compile)
@@ -218,7 +221,7 @@ def prepare_compiled(
             )
         run_step = compiled.mark_step(case.compile, step_with(runner))
     return PreparedCase(
-        case, run_step, parameter_count, digest, extra_facts={**checked.facts(), **flop_facts(case, count)},
+        case, run_step, parameter_count, digest, extra_facts={**checked.facts(), **flop_facts(count)},
         flops_per_step=flops_per_step,
     )
 
@@ -361,21 +364,19 @@ def flop_count(run_step: Callable[[], object]) -> FlopCount:
 
 def count_flops(run_step: Callable[[], object]) -> int | None:
     """Floating-point operations of one step (see `flop_count`); None (unknown) when ops ran whose work the counter
-    does not count, never the smaller count."""
-    return flop_count(run_step).flops_per_step
+    does not count, never the smaller count: a FlopsUnknownWarning names them."""
+    count = flop_count(run_step)
+    if count.uncounted_ops:
+        warnings.warn(FlopsUnknownWarning(
+            f"FLOPs unknown: the step runs {', '.join(count.uncounted_ops)}, whose work torch's FlopCounterMode does "
+            "not count; flops_per_step and TFLOP/s are left empty rather than reported too small"
+        ), stacklevel=2)
+    return count.flops_per_step
 
 
-def flop_facts(case: Case, count: FlopCount) -> dict[str, Any]:
-    """The facts a result records of its FLOP count (`flops_uncounted_ops` where some went uncounted), warning with
-    the op names (FlopsUnknownWarning) in that case."""
-    if not count.uncounted_ops:
-        return {}
-    names = ", ".join(count.uncounted_ops)
-    warnings.warn(FlopsUnknownWarning(
-        f"{case.benchmark_id}: FLOPs unknown: the step runs {names}, whose work torch's FlopCounterMode does not "
-        "count; flops_per_step and TFLOP/s are left empty rather than reported too small"
-    ), stacklevel=2)
-    return {"flops_uncounted_ops": names}
+def flop_facts(count: FlopCount) -> dict[str, Any]:
+    """The facts a result records of its FLOP count: `flops_uncounted_ops`, the ops whose work went uncounted."""
+    return {"flops_uncounted_ops": ", ".join(count.uncounted_ops)} if count.uncounted_ops else {}
 
 
 def config_digest(name: str, module: torch.nn.Module, inputs: Any, compile_mode: str = EAGER) -> str:

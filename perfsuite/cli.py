@@ -23,6 +23,8 @@ COMMANDS = {
     "selftest": "measure timing accuracy, harness overhead and the gate's false-alarm and detection rates; "
     "--report renders docs/measurement-quality.md",
     "site": "a static site of every case's runs over time, the comparison with CUDA and A/B results",
+    "init-ci": "write a GitHub Actions workflow that gates your repository on self-hosted Macs",
+    "ci": "a step of that workflow: judge, checkout-history, record, publish, site",
 }
 
 
@@ -34,7 +36,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name, help_text in COMMANDS.items():
         subparser = commands.add_parser(name, help=help_text)
         if name == command:
-            module = importlib.import_module(f"perfsuite.commands.{name}")
+            module = importlib.import_module(f"perfsuite.commands.{name.replace('-', '_')}")
             subparser.description = module.__doc__
             module.add_arguments(subparser)
             subparser.set_defaults(run=module.run)
@@ -45,8 +47,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `perfsuite` console script; returns the exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in arguments if not a.startswith("-")), None)
+    # Arguments after `--` go to the pytest a command runs (`perfsuite ci judge -- --perf-device mps`).
+    passthrough = arguments[arguments.index("--") + 1:] if "--" in arguments else []
+    arguments = arguments[: arguments.index("--")] if "--" in arguments else arguments
     parser = build_parser(command)
     args = parser.parse_args(arguments)
+    if passthrough and not hasattr(args, "pytest_args"):
+        parser.error(f"perfsuite {args.command or ''} takes no arguments after --")
+    if passthrough:
+        args.pytest_args = passthrough
     if not getattr(args, "run", None):
         parser.print_help()
         return 2

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# The commands a message tells the user to run next: append runs to a baseline history, or start it over.
-RECORD_COMMAND = "pytest --benchmark-only --perf-update-baseline"
+# The command a message tells the user to run next to start a baseline history over.
 REBASELINE_COMMAND = "pytest --benchmark-only --perf-rebaseline"
 
 

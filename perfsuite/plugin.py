@@ -15,6 +15,7 @@ import pytest
 from perfsuite import path_options, settings
 from perfsuite.errors import UsageError
 from perfsuite.gate import Gate, current_commit
+from perfsuite.judge.threads import thread_warning
 from perfsuite.matrix.cases import build_matrix, runs_dataloader, skip_reason
 from perfsuite.records import EAGER, Case, Measurement
 from perfsuite.render.results import session_header
@@ -65,10 +66,25 @@ def pytest_configure(config: pytest.Config) -> None:
     # in the root conftest.py (loaded before this hook) are known by now.
     chosen = session_settings(config)
     config.stash[_MATRIX] = build_matrix(chosen.matrix, model_facts())
+    _make_benchmark_json_folder(config)
     if chosen.threads is not None and chosen.processes == 1:
         import torch
 
         torch.set_num_threads(chosen.threads)
+
+
+def _make_benchmark_json_folder(config: pytest.Config) -> None:
+    """pytest-benchmark writes --benchmark-json only as the session ends, into a folder that must exist: made now,
+    or a usage error before anything is measured (else the run's tables were lost to its traceback)."""
+    path = config.getoption("benchmark_json", None)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise pytest.UsageError(
+            f"--benchmark-json {path}: its folder cannot be made ({error.strerror or error}); name a writable path"
+        ) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -91,7 +107,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if chosen is None:
         return []
     models = chosen.matrix.models or default_model_names(registered_workloads())
-    return session_header(chosen.matrix, chosen.profile_chosen, models, chosen.processes)
+    header = session_header(chosen.matrix, chosen.profile_chosen, models, chosen.processes)
+    warning = _thread_warning(chosen) if "cpu" in chosen.matrix.devices else None
+    return header + ([warning] if warning else [])
+
+
+def _thread_warning(chosen: settings.Settings) -> str | None:
+    import os
+
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return thread_warning(chosen.threads or torch.get_num_threads(), cores, os.getloadavg()[0])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -100,10 +127,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     benchmark_only = bool(config.getoption("benchmark_only", False))
     dataloader = runs_dataloader(session_settings(config).matrix)
     kept = [item for item in items if (_is_benchmark(item) or not benchmark_only)
-            and (dataloader or not item.get_closest_marker(DATALOADER_MARKER))]
+            and (dataloader or not item.get_closest_marker(DATALOADER_MARKER)) and not _without_case(item)]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+
+
+def _without_case(item: pytest.Item) -> bool:
+    """Whether `item` takes perf_case but the options selected no case for it (e.g. --perf-model dataloader only):
+    pytest would otherwise collect it once as `[NOTSET]`, skipped."""
+    callspec = getattr(item, "callspec", None)
+    return "perf_case" in getattr(item, "fixturenames", ()) and (
+        callspec is None or not isinstance(callspec.params.get("perf_case"), Case)
+    )
 
 
 def _is_benchmark(item: pytest.Item) -> bool:

@@ -333,7 +333,8 @@ class BaselineEntry(RunMedians):
 
     `machine` holds the facts that identify the machine the runs came from (`store.baselines.machine_identity`);
     `tolerance` and `memory_tolerance` are the bands in force when it was recorded, as fractions; `figure` what its
-    rounds measured (an entry recorded before the figure was stored timed one step and a drain a round: latency).
+    rounds measured (an entry recorded before the figure was stored timed one step and a drain a round: latency);
+    `parameter_count` the model's parameters when recorded (None in entries recorded before it was stored).
     """
 
     case: Case
@@ -349,6 +350,7 @@ class BaselineEntry(RunMedians):
     memory_tolerance: float
     runs: tuple[StoredRun, ...]
     figure: str = STEP_FIGURE
+    parameter_count: int | None = None
 
     @property
     def memory_bytes(self) -> int | None:

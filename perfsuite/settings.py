@@ -51,6 +51,8 @@ MAX_WARMUP_STEPS = 100_000
 MAX_PYPROJECT_BYTES = 16 * 2**20  # a pyproject.toml is a few kB; more is a wrong file
 DEFAULT_BASELINE_DIR = "baselines"
 DEFAULT_SUMMARY_DIR = ".perfsuite"
+# What a case changed against its history does to the gate: fail it (the default) or only warn.
+ON_CHANGE = ("fail", "warn")
 
 _Default = TypeVar("_Default", int, None)
 
@@ -106,6 +108,8 @@ OPTIONS = (
            switch=True),
     Option("rebaseline", "start the baseline history of each case run over (after a torch upgrade, say); an "
            "unreadable baseline file is moved aside first", switch=True),
+    Option("on-change", "fail | warn: what a case changed against its history (model, inputs, torch, threads, "
+           "machine) does to the gate (default: fail, naming what changed)"),
     Option("machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)"),
     Option("baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)"),
     Option("summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)"),
@@ -144,6 +148,7 @@ class RawSettings:
     ddp_processes: Any = None
     update_baseline: Any = None
     rebaseline: Any = None
+    on_change: Any = None
     machine: Any = None
     baseline_dir: Any = None
     summary_dir: Any = None
@@ -163,8 +168,9 @@ class Settings:
     one per CUDA GPU, 2 on the CPU); `machine` names this machine's baseline files instead of the hardware.
     Tolerances: the command-line band for every case, else the per-id/per-model tables. `profile_chosen` says
     whether the profile was given (else it follows the devices: `default_profile`). `update_baseline` appends
-    this session's runs to the histories, `rebaseline` starts them over. `ab_revision` and `ab_python` make the
-    session an A/B job (head against a base revision and/or interpreter), with `processes` pairs of processes.
+    this session's runs to the histories, `rebaseline` starts them over. `changes_fail`: a case changed against its
+    history fails the gate (else it is a warning). `ab_revision` and `ab_python` make the session an A/B job (head
+    against a base revision and/or interpreter), with `processes` pairs of processes.
     """
 
     matrix: MatrixOptions
@@ -184,6 +190,7 @@ class Settings:
     figure: str = STEP_FIGURE
     update_baseline: bool = False
     rebaseline: bool = False
+    changes_fail: bool = True
     ab_revision: str | None = None
     ab_python: str | None = None
 
@@ -332,6 +339,7 @@ def validate_settings(
         figure=_one_name(raw.figure, FIGURES, where("figure")) if raw.figure is not None else STEP_FIGURE,
         update_baseline=_switch(raw.update_baseline, where("update_baseline")),
         rebaseline=_switch(raw.rebaseline, where("rebaseline")),
+        changes_fail=raw.on_change is None or _one_name(raw.on_change, ON_CHANGE, where("on_change")) == "fail",
     )
 
 

@@ -136,9 +136,13 @@ def _default_a(runs_dir: Path, baselines_dir: Path) -> ResultSet:
 def _default_b(baselines_dir: Path) -> ResultSet:
     cuda = baselines_dir / "cuda"
     if not cuda.is_dir() or not any(cuda.glob("*.json")):
+        article = baselines_dir / REFERENCE_FOLDER / "article-rtx4060-cuda.json"
+        example = (
+            f"{article} for the article's published figures" if article.is_file()
+            else "another machine's baseline folder or file, or a --benchmark-json file"
+        )
         raise CompareError(
-            f"B defaults to the committed CUDA baselines in {cuda}/, but there are none; name B, e.g. "
-            f"{baselines_dir}/{REFERENCE_FOLDER}/article-rtx4060-cuda.json for the article's published figures"
+            f"B defaults to the committed CUDA baselines in {cuda}/, but there are none; name B, e.g. {example}"
         )
     return read_result_set(cuda)
 

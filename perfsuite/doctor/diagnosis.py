@@ -241,7 +241,8 @@ def check_native_python(facts: Facts) -> list[Finding]:
                 "problem",
                 "this is an Intel Mac: PyTorch's MPS backend targets Apple-silicon GPUs, and 2.2.2 was the last "
                 "torch release for x86_64 macOS",
-                "run MPS benchmarks on an Apple-silicon Mac; here use --device cpu",
+                "run MPS benchmarks on an Apple-silicon Mac; here benchmark the CPU: pytest --benchmark-only "
+                "--perf-device cpu",
                 ("mps",),
             )
         ]
@@ -288,7 +289,8 @@ def check_mps(facts: Facts) -> list[Finding]:
                 f"{bool(torch.get('mps_built'))})",
                 f"run MPS benchmarks on an Apple-silicon Mac (macOS >= {_dotted(_min_macos_for_mps(facts))}, arm64 "
                 "Python, torch from PyPI); "
-                "here use --device cpu, or cuda where an NVIDIA GPU is present",
+                "here benchmark the CPU (pytest --benchmark-only --perf-device cpu), or cuda where an NVIDIA GPU is "
+                "present",
                 ("mps",),
             )
         ]
@@ -469,7 +471,7 @@ def check_cuda(facts: Facts) -> list[Finding]:
         toolkit = f"ROCm (HIP {torch['hip_version']})"
     if toolkit is None:
         fix = (
-            "CUDA does not exist on macOS: use --device mps"
+            "CUDA does not exist on macOS: benchmark MPS with pytest --benchmark-only --perf-device mps"
             if _on_macos(facts)
             else "on a machine with an NVIDIA GPU, install a CUDA build of torch matching its driver, e.g. "
             "python -m pip install torch --index-url https://download.pytorch.org/whl/cu126"

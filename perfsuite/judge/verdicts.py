@@ -2,9 +2,10 @@
 
 `judge` is pure: it takes a `Measurement`, the stored `BaselineEntry` (or None), this machine's identity
 and the bands, and returns a `Verdict`: the decision and every figure behind it, no sentences (perfsuite.render
-writes those). Only `regressed` (time) and a regressed memory figure fail the gate; `uncalibrated`, `no-baseline`
-and `incompatible` are shown and never fail it (except a change beyond the uncalibrated factor, which is
-`regressed`).
+writes those). `regressed` (time), a regressed memory figure and, unless the user downgrades it to a warning,
+`incompatible` (the case changed against its history: model, inputs, torch, threads, figure or machine) fail the
+gate; `uncalibrated` and `no-baseline` are shown and never fail it (except a change beyond the uncalibrated factor,
+which is `regressed`).
 
 The pooled spread of a machine's other cases, which the decision borrows from, is made here too
 (`pooled_machine_spread`).
@@ -45,7 +46,7 @@ class Verdict:
     in the direction of the change; `detectable_slowdown` the smallest slowdown the rule would call with
     95% power here; `processes_needed` the fewest processes with which the test can reach p < 0.01 here (None
     when the noise floor is above the band: no process count lowers it).
-    `message` is one line for people.
+    `change_fails` says whether an `incompatible` verdict (a case changed against its history) fails the gate.
     """
 
     benchmark_id: str
@@ -75,11 +76,14 @@ class Verdict:
     reasons: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     baseline_source: str = "the baseline directory"
+    change_fails: bool = False
 
     @property
     def gate_failed(self) -> bool:
-        """True when this verdict must fail the run: the time or the memory figure regressed."""
-        return self.status == "regressed" or self.memory_status == "regressed"
+        """True when this verdict must fail the run: the time or the memory figure regressed, or the case changed
+        against its history and changes fail."""
+        changed = self.status == "incompatible" and self.change_fails
+        return changed or self.status == "regressed" or self.memory_status == "regressed"
 
     @property
     def launch_bound(self) -> bool:
@@ -99,12 +103,15 @@ def incompatibility_reasons(
     current: Measurement, baseline: BaselineEntry, current_machine: Mapping[str, str]
 ) -> tuple[str, ...]:
     """Why `current` may not be compared with `baseline` at all: another machine, model configuration
-    (config_digest), torch version, figure (step or latency) or thread count. Empty when they are comparable."""
+    (parameter count, config_digest: parameter and input shapes), torch version, figure (step or latency) or thread
+    count. Empty when they are comparable."""
     run = current.last
     pairs: list[tuple[str, object, object]] = [
         (f"machine {key}", baseline.machine.get(key), current_machine.get(key))
         for key in sorted(set(baseline.machine) | set(current_machine))
     ]
+    if baseline.parameter_count is not None and run.parameter_count is not None:
+        pairs.append(("parameter_count", baseline.parameter_count, run.parameter_count))
     pairs += [
         ("config_digest", baseline.config_digest, run.config_digest),
         ("torch_version", baseline.torch_version, run.torch_version),
@@ -130,12 +137,14 @@ def judge(
     config: DecisionConfig = DEFAULT_DECISION,
     baseline_source: str = "the baseline directory",
     current_memory_bytes: int | None = None,
+    change_fails: bool = True,
 ) -> Verdict:
     """Judge `current` against its stored `baseline` entry (None when there is none).
 
     `tolerance` and `memory_tolerance` are fractions (0.10: 10%); `machine_spread` is the pooled between-run
     spread of this machine's other cases; `baseline_source` (e.g. the file's path) is named in hints;
-    `current_memory_bytes` is the memory figure that belongs to the case (None: not gated).
+    `current_memory_bytes` is the memory figure that belongs to the case (None: not gated); `change_fails` whether a
+    case changed against its history (`incompatible`) fails the gate (else it is a warning).
     """
     benchmark_id = current.case.benchmark_id
     check_band(tolerance, f"{benchmark_id}: tolerance")
@@ -168,6 +177,7 @@ def judge(
         return Verdict(
             **common, **no_memory, **undecided, status="incompatible", baseline_median_s=baseline.median_s,
             ratio=current.median_s / baseline.median_s, baseline_runs=len(baseline.runs), reasons=reasons,
+            change_fails=change_fails,
         )
     comparison = compare_runs(
         current.run_medians_s, baseline.run_medians_s, tolerance, machine_spread, config,

@@ -41,7 +41,8 @@ _HOW_TO_GET = {
     "channels-last": "no channels-last results: run with --perf-mode train,train-channels-last,infer,"
     "infer-channels-last",
     "compile": "no compiled results: run with --perf-compile eager,inductor (and reduce-overhead,cuda-graph on CUDA)",
-    "dataloader": "no DataLoader results: run tests/benchmarks/test_dataloader.py with --benchmark-only",
+    "dataloader": "no DataLoader results: perfsuite's own DataLoader cases run in its repository with "
+    "--perf-model dataloader --benchmark-only",
 }
 
 

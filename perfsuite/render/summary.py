@@ -10,10 +10,9 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from perfsuite.errors import RECORD_COMMAND
 from perfsuite.judge.verdicts import VERDICT_STATUSES, Verdict
 from perfsuite.render.units import format_bytes, format_ratio, format_seconds
-from perfsuite.render.verdicts import verdict_message
+from perfsuite.render.verdicts import RECORD_COMMAND, verdict_message
 
 VERDICTS_SCHEMA = "perfsuite-verdicts"
 VERDICTS_SCHEMA_VERSION = 3

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import math
 
-from perfsuite.errors import REBASELINE_COMMAND, RECORD_COMMAND
+from perfsuite.errors import REBASELINE_COMMAND
 from perfsuite.judge.stats import RECOMMENDED_PROCESSES, RunComparison, baseline_runs_needed, smallest_p_value
 from perfsuite.judge.verdicts import Verdict
 from perfsuite.render.units import format_bytes, format_ratio, format_seconds
+
+# The command a message tells the user to run to record a history the gate can judge: K processes at once, since
+# one process per session never calibrates the test.
+RECORD_COMMAND = f"pytest --benchmark-only --perf-processes {RECOMMENDED_PROCESSES} --perf-update-baseline"
+# How a user measures a change side by side with the code it changes (the merge base of HEAD and the default branch).
+AB_COMMAND = "pytest --benchmark-only --perf-ab merge-base"
 
 
 def verdict_message(verdict: Verdict) -> str:
@@ -19,11 +25,13 @@ def verdict_message(verdict: Verdict) -> str:
     if verdict.status == "no-baseline":
         return f"{benchmark_id}: no baseline in {verdict.baseline_source}; record one with `{RECORD_COMMAND}`"
     if verdict.status == "incompatible" or verdict.comparison is None:
+        consequence = "fails the gate" if verdict.gate_failed else "a warning (--perf-on-change warn)"
         return (
-            f"{benchmark_id}: not compared with its baseline ({'; '.join(verdict.reasons)}); median "
-            f"{format_seconds(verdict.baseline_median_s)} -> {format_seconds(verdict.current_median_s)} "
-            f"({format_ratio(verdict.ratio)}) shown only. Once reviewed, start its history over with "
-            f"`{REBASELINE_COMMAND}`"
+            f"{benchmark_id} changed against its history, so it was not judged ({consequence}): "
+            f"{'; '.join(verdict.reasons)}. Median {format_seconds(verdict.baseline_median_s)} -> "
+            f"{format_seconds(verdict.current_median_s)} ({format_ratio(verdict.ratio)}) shown only. Either start its "
+            f"history over with `{REBASELINE_COMMAND}` (the change is deliberate), or measure the change against its "
+            f"base with `{AB_COMMAND}`"
         )
     message = time_message(verdict)
     if verdict.memory_status in ("regressed", "improved"):
@@ -86,7 +94,7 @@ def time_message(verdict: Verdict) -> str:
             f"{config.false_alarm_rate:g} the gate needs, so only a change x{factor:g} beyond the baseline's slowest "
             "run (and beyond the noise) is called; judge with "
             f"--perf-processes {processes} against >= {needed} baseline runs "
-            f"(`{RECORD_COMMAND} --perf-processes {RECOMMENDED_PROCESSES}`, recorded {recordings} times)"
+            f"(`{RECORD_COMMAND}`, recorded {recordings} times)"
         )
     interval = f"CI [{comparison.ci_low:.3f}, {comparison.ci_high:.3f}]"
     floor = floor_text(comparison, tolerance)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from perfsuite.matrix.axes import EAGER, base_mode
 from perfsuite.records import Case
@@ -135,7 +137,15 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
             return make_train_step(case, workload, runner, inputs, target)
 
     if case.compile == EAGER:
-        return PreparedCase(case, step_with(module), parameter_count, digest, extra_facts=layout_facts)
+        run_step = step_with(module)
+        if base_mode(case.mode) != "infer":
+            # A training step changes the weights: its FLOPs are counted after the warm-up, by the measuring.
+            return PreparedCase(case, run_step, parameter_count, digest, extra_facts=layout_facts)
+        count = flop_count(run_step)
+        return PreparedCase(
+            case, run_step, parameter_count, digest, extra_facts={**layout_facts, **flop_facts(count)},
+            flops_per_step=count.flops_per_step,
+        )
     return prepare_compiled(case, workload, module, inputs, target, step_with, parameter_count, digest)
 
 
@@ -152,7 +162,8 @@ def prepare_compiled(
     """The case's step compiled (inductor, reduce-overhead) or captured as a CUDA graph, after one eager step has
     counted its FLOPs and the compiled computation has been checked against eager (`compiled.check_against_eager`).
     `target` is None for inference."""
-    flops_per_step = count_flops(step_with(module))
+    count = flop_count(step_with(module))
+    flops_per_step = count.flops_per_step
 
     sync = backend(case.device).synchronize
 
@@ -189,7 +200,7 @@ def prepare_compiled(
             replay, capture_s = _timed_capture(
                 make_train_step(case, workload, module, inputs, target, compiled.make_capturable)
             )
-        facts = {**checked.facts(), "compile_first_call_s": round(capture_s, 3)}
+        facts = {**checked.facts(), "compile_first_call_s": round(capture_s, 3), **flop_facts(count)}
         return PreparedCase(case, replay, parameter_count, digest, extra_facts=facts, flops_per_step=flops_per_step)
 
     runner = compiled.compile_module(module, case.compile)
@@ -210,7 +221,8 @@ def prepare_compiled(
             )
         run_step = compiled.mark_step(case.compile, step_with(runner))
     return PreparedCase(
-        case, run_step, parameter_count, digest, extra_facts=checked.facts(), flops_per_step=flops_per_step
+        case, run_step, parameter_count, digest, extra_facts={**checked.facts(), **flop_facts(count)},
+        flops_per_step=flops_per_step,
     )
 
 
@@ -271,12 +283,100 @@ def make_train_step(
     return train_step
 
 
-def count_flops(run_step: Callable[[], object]) -> int:
-    """Floating-point operations of one step, counted by torch's FlopCounterMode (matmuls, convolutions,
-    attention); run once, outside the timed rounds."""
-    with FlopCounterMode(display=False) as counter:
+# Words in the names of ops that carry matrix products, convolutions or attention. Such an op without a formula in
+# FlopCounterMode's registry (a fused fast path such as aten._transformer_encoder_layer_fwd, a backend's own kernel
+# such as aten._scaled_dot_product_flash_attention_for_cpu) does work the counter does not see.
+COMPUTE_OP_WORDS = ("attention", "transformer", "multi_head", "conv", "mm", "linear", "lstm", "gru", "rnn")
+
+
+class FlopsUnknownWarning(UserWarning):
+    """A step runs ops whose FLOPs torch's counter does not count: its FLOPs and TFLOP/s are reported as unknown."""
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """One step's FLOPs as FlopCounterMode counted them, and the ops it ran that carry uncounted work (sorted)."""
+
+    counted_flops: int
+    uncounted_ops: tuple[str, ...]
+
+    @property
+    def flops_per_step(self) -> int | None:
+        """The step's FLOPs, or None (unknown) where an op's work went uncounted."""
+        return None if self.uncounted_ops else self.counted_flops
+
+
+def uncounted_ops(op_names: Iterable[str], counted: Collection[str]) -> tuple[str, ...]:
+    """Of the ops `op_names` a step ran, those that carry compute (COMPUTE_OP_WORDS) but are not in `counted`
+    (the names of the ops the counter has formulas for), sorted, each once."""
+    return tuple(sorted({
+        name for name in op_names
+        if name not in counted and any(word in name.rsplit(".", 1)[-1] for word in COMPUTE_OP_WORDS)
+    }))
+
+
+class _OpNames(TorchDispatchMode):
+    """Records the name of every op dispatched while active that runs a kernel of its own (an op with a
+    CompositeImplicitAutograd kernel runs as other ops, which are recorded instead)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if not func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
+            self.names.add(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def _as_given(formula: Callable[..., int]) -> Callable[..., int]:
+    """A formula of flop_registry that FlopCounterMode's custom_mapping takes as it is (it already reads shapes)."""
+
+    def shaped(*args: Any, **kwargs: Any) -> int:
+        return formula(*args, **kwargs)
+
+    setattr(shaped, "_get_raw", True)  # noqa: B010 - FlopCounterMode's mark for a formula that reads shapes itself
+    return shaped
+
+
+def _cpu_attention_formulas() -> dict[Any, Callable[..., int]]:
+    """FLOP formulas for the CPU's flash attention kernels, which torch's registry lacks: they take the query, key
+    and value (and, backward, the output gradient first) as the CUDA flash kernels do, so those kernels' formulas
+    count them."""
+    aten = torch.ops.aten
+    pairs = (
+        ("_scaled_dot_product_flash_attention_for_cpu", aten._scaled_dot_product_flash_attention),
+        ("_scaled_dot_product_flash_attention_for_cpu_backward", aten._scaled_dot_product_flash_attention_backward),
+    )
+    return {getattr(aten, name): _as_given(flop_registry[like]) for name, like in pairs if hasattr(aten, name)}
+
+
+def flop_count(run_step: Callable[[], object]) -> FlopCount:
+    """One step run under torch's FlopCounterMode (matmuls, convolutions, attention, and the CPU's flash attention)
+    and an op recorder: the FLOPs counted and the ops whose work was not; run outside the timed rounds."""
+    formulas = _cpu_attention_formulas()
+    # The recorder below the counter: it sees the ops the counter's decompositions leave, as a kernel would.
+    with _OpNames() as ops, FlopCounterMode(display=False, custom_mapping=formulas) as counter:
         run_step()
-    return int(counter.get_total_flops())
+    counted = {str(op) for op in [*flop_registry, *formulas]}
+    return FlopCount(int(counter.get_total_flops()), uncounted_ops(ops.names, counted))
+
+
+def count_flops(run_step: Callable[[], object]) -> int | None:
+    """Floating-point operations of one step (see `flop_count`); None (unknown) when ops ran whose work the counter
+    does not count, never the smaller count: a FlopsUnknownWarning names them."""
+    count = flop_count(run_step)
+    if count.uncounted_ops:
+        warnings.warn(FlopsUnknownWarning(
+            f"FLOPs unknown: the step runs {', '.join(count.uncounted_ops)}, whose work torch's FlopCounterMode does "
+            "not count; flops_per_step and TFLOP/s are left empty rather than reported too small"
+        ), stacklevel=2)
+    return count.flops_per_step
+
+
+def flop_facts(count: FlopCount) -> dict[str, Any]:
+    """The facts a result records of its FLOP count: `flops_uncounted_ops`, the ops whose work went uncounted."""
+    return {"flops_uncounted_ops": ", ".join(count.uncounted_ops)} if count.uncounted_ops else {}
 
 
 def config_digest(name: str, module: torch.nn.Module, inputs: Any, compile_mode: str = EAGER) -> str:

@@ -141,7 +141,7 @@ def entry_of(
         threads=last.threads, machine=dict(identity), memory_figure=last.memory_figure,
         samples_per_step=last.samples_per_step, flops_per_step=last.flops_per_step,
         gpu_busy_fraction=last.gpu_busy_fraction, tolerance=tolerance, memory_tolerance=memory_tolerance,
-        figure=last.figure,
+        figure=last.figure, parameter_count=last.parameter_count,
         runs=tuple(
             stored_run(run.round_times_s, run.own_memory_bytes, recorded_at, commit) for run in measurement.runs
         ),
@@ -200,7 +200,7 @@ def _entry_to_json(entry: BaselineEntry) -> dict[str, Any]:
         "machine": dict(entry.machine), "memory_figure": entry.memory_figure,
         "samples_per_step": entry.samples_per_step, "flops_per_step": entry.flops_per_step,
         "gpu_busy_fraction": entry.gpu_busy_fraction, "tolerance": entry.tolerance,
-        "memory_tolerance": entry.memory_tolerance, "figure": entry.figure,
+        "memory_tolerance": entry.memory_tolerance, "figure": entry.figure, "parameter_count": entry.parameter_count,
         "runs": [
             {
                 "median_s": run.median_s, "rounds": run.rounds, "round_times_s": list(run.round_times_s),
@@ -361,6 +361,9 @@ def _entry_v2(entry: Any, benchmark_id: str, device: str) -> BaselineEntry:
         flops_per_step=_field(entry, "flops_per_step", "count", where, nullable=True),
         gpu_busy_fraction=None if busy is None else float(busy),
         runs=_runs_of(entry, where),
+        parameter_count=(
+            _field(entry, "parameter_count", "count", where, nullable=True) if "parameter_count" in entry else None
+        ),
     )
 
 

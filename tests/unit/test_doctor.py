@@ -257,7 +257,7 @@ def test_cuda_hidden_by_cuda_visible_devices_says_so():
 
 def test_cuda_on_a_mac_is_unusable_and_points_to_mps():
     cuda = finding(diagnose(recorded("m2_max_macos14")), "cuda")
-    assert cuda.status == "problem" and "use --device mps" in cuda.fix
+    assert cuda.status == "problem" and "--perf-device mps" in cuda.fix
 
 
 # Facts shape

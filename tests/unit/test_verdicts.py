@@ -14,11 +14,11 @@ import re
 import pytest
 from scipy.stats import t as student_t
 
-from perfsuite.errors import REBASELINE_COMMAND, RECORD_COMMAND
+from perfsuite.errors import REBASELINE_COMMAND
 from perfsuite.judge.stats import DecisionConfig, Spread
 from perfsuite.judge.verdicts import Verdict, judge
 from perfsuite.records import BaselineEntry, Case, Measurement, Run, StoredRun
-from perfsuite.render.verdicts import verdict_message
+from perfsuite.render.verdicts import RECORD_COMMAND, verdict_message
 
 CASE = Case(device="cpu", dtype="fp32", model="resnet18", batch_size=4, mode="train", profile="standard")
 BENCHMARK_ID = "cpu-fp32-resnet18-bs4-train"
@@ -116,16 +116,34 @@ def test_a_baseline_with_unknown_threads_is_compared_whatever_the_threads():
     assert judge(measurement(), baseline(threads=None), MACHINE).status == "unchanged"
 
 
-def test_an_incompatible_baseline_never_fails_the_gate_even_when_far_slower():
-    verdict = judge(measurement(scale=3.0), baseline(torch_version="2.12.0"), MACHINE)
+def test_a_case_changed_against_its_history_fails_the_gate_by_default_even_when_as_fast():
+    verdict = judge(measurement(), baseline(torch_version="2.12.0"), MACHINE)
+    assert (verdict.status, verdict.gate_failed) == ("incompatible", True)
+
+
+def test_a_changed_case_is_only_a_warning_when_changes_do_not_fail():
+    verdict = judge(measurement(scale=3.0), baseline(torch_version="2.12.0"), MACHINE, change_fails=False)
     assert (verdict.status, verdict.gate_failed) == ("incompatible", False)
+    assert "a warning (--perf-on-change warn)" in verdict_message(verdict)
 
 
-def test_an_incompatible_verdict_shows_the_median_ratio_and_how_to_start_over():
+def test_a_changed_parameter_count_is_named_with_both_counts():
+    verdict = judge(measurement(parameter_count=19_146), baseline(parameter_count=18_122), MACHINE)
+    assert "parameter_count: baseline 18122, current 19146" in verdict.reasons
+
+
+def test_a_changed_verdict_says_changed_and_offers_rebaseline_and_ab():
     verdict = judge(measurement(scale=1.5), baseline(torch_version="2.12.0"), MACHINE)
+    message = verdict_message(verdict)
     assert verdict.ratio == pytest.approx(1.5)
-    assert "x1.500" in verdict_message(verdict)
-    assert f"`{REBASELINE_COMMAND}`" in verdict_message(verdict)
+    assert "changed against its history" in message and "fails the gate" in message
+    assert "x1.500" in message
+    assert f"`{REBASELINE_COMMAND}`" in message
+    assert "`pytest --benchmark-only --perf-ab merge-base`" in message
+
+
+def test_the_record_hint_records_enough_processes_to_calibrate_the_gate():
+    assert "--perf-processes 3" in RECORD_COMMAND
 
 
 # --- time outcomes ------------------------------------------------------------------------------------------
@@ -300,7 +318,7 @@ def test_an_uncalibrated_message_says_why_and_asks_for_three_processes_against_s
         "uncalibrated: with these runs no p below 0.5 is possible, not the 0.01 the gate needs, so only a change "
         "x2 beyond the baseline's slowest run (and beyond the noise) is called; judge with --perf-processes 3 "
         "against >= 7 baseline runs "
-        f"(`{RECORD_COMMAND} --perf-processes 3`, recorded 3 times)"
+        f"(`{RECORD_COMMAND}`, recorded 3 times)"
     )
 
 
@@ -311,7 +329,7 @@ def test_an_uncalibrated_message_keeps_more_processes_than_three():
     assert verdict.status == "uncalibrated"
     assert "no p below 0.048 is possible" in verdict_message(verdict)
     assert "judge with --perf-processes 5 against >= 4 baseline runs" in verdict_message(verdict)
-    assert f"(`{RECORD_COMMAND} --perf-processes 3`, recorded 2 times)" in verdict_message(verdict)
+    assert f"(`{RECORD_COMMAND}`, recorded 2 times)" in verdict_message(verdict)
 
 
 def test_one_run_against_twenty_baseline_runs_nearly_twice_as_slow_is_uncalibrated():

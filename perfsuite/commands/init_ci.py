@@ -1,0 +1,292 @@
+"""`perfsuite init-ci`: a GitHub Actions workflow for your repository's self-hosted Apple-silicon runners.
+
+It writes `.github/workflows/perfsuite.yml` and, where they are missing, `perf-requirements.txt` (what the runner
+installs: perfsuite as it is installed here, or a version pin to edit), `perf-constraints.txt` (torch pinned to the
+version installed here, so a torch upgrade is a commit of its own) and `.github/actionlint.yaml` (the runners' own
+labels, which actionlint must be told of). The workflow:
+
+- judges a pull request from a branch of the repository against its merge base with `--perf-ab merge-base`
+  (a fork's pull request never runs on the self-hosted machine);
+- after a push to the default branch appends K processes to each Mac's history, commits the history to a
+  branch of its own (`perf-history`) and builds the history site as an artifact;
+- posts the tables to the job summary; every token is read-only except the one job that pushes the history.
+
+The steps call `perfsuite ci ...` (perfsuite/commands/ci.py), so the logic is tested with perfsuite, not in YAML.
+Exit status: 0 when written, 2 when the workflow exists (pass --force to replace it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from packaging.version import Version
+
+from perfsuite.errors import UsageError
+
+WORKFLOW_PATH = ".github/workflows/perfsuite.yml"
+ACTIONLINT_CONFIG_PATH = ".github/actionlint.yaml"
+REQUIREMENTS_PATH = "perf-requirements.txt"
+CONSTRAINTS_PATH = "perf-constraints.txt"
+DEFAULT_RUNNER_LABEL = "perfsuite-mac"
+DEFAULT_PROCESSES = 3
+DEFAULT_PYTHON = "python3.11"
+DEFAULT_BRANCH = "main"
+HISTORY_BRANCH = "perf-history"
+EXIT_EXISTS = 2
+# Actions pinned to a full commit (a tag can be moved under you); the comment names the release.
+CHECKOUT_ACTION = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
+UPLOAD_ACTION = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02  # v4.6.2"
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class WorkflowChoices:
+    """What the generated workflow runs: one job per runner label (each a Mac with that label besides self-hosted,
+    macOS and ARM64; the label also names its history file), K processes per case, the Python command on the
+    runners, the branch whose pushes are recorded and the branch that keeps the histories."""
+
+    runner_labels: tuple[str, ...] = (DEFAULT_RUNNER_LABEL,)
+    processes: int = DEFAULT_PROCESSES
+    python: str = DEFAULT_PYTHON
+    default_branch: str = DEFAULT_BRANCH
+    history_branch: str = HISTORY_BRANCH
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `perfsuite init-ci`'s arguments to `parser`."""
+    parser.add_argument(
+        "--runner-label", action="append", default=[], metavar="LABEL",
+        help=f"a label of one self-hosted Mac; repeat it for several (default: {DEFAULT_RUNNER_LABEL})",
+    )
+    parser.add_argument("--processes", type=int, default=DEFAULT_PROCESSES, help="processes per case (default: 3)")
+    parser.add_argument("--python", default=DEFAULT_PYTHON, help="the runner's Python command (default: %(default)s)")
+    parser.add_argument("--branch", default=DEFAULT_BRANCH, help="the branch whose pushes are recorded (default: main)")
+    parser.add_argument("--project", default=".", help="the repository's root folder (default: the current one)")
+    parser.add_argument("--force", action="store_true", help="replace an existing workflow file")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the workflow and the two requirement files that are missing; print what was written."""
+    choices = WorkflowChoices(
+        runner_labels=tuple(args.runner_label) or (DEFAULT_RUNNER_LABEL,), processes=args.processes,
+        python=args.python, default_branch=args.branch,
+    )
+    check_choices(choices)
+    root = Path(args.project)
+    workflow = root / WORKFLOW_PATH
+    if workflow.exists() and not args.force:
+        print(f"perfsuite init-ci: {workflow} exists; pass --force to replace it")
+        return EXIT_EXISTS
+    workflow.parent.mkdir(parents=True, exist_ok=True)
+    workflow.write_text(workflow_text(choices), encoding="utf-8")
+    print(f"wrote {workflow}")
+    for name, text in ((REQUIREMENTS_PATH, requirements_text(perfsuite_requirement())),
+                       (CONSTRAINTS_PATH, constraints_text(installed_version("torch"))),
+                       (ACTIONLINT_CONFIG_PATH, actionlint_config_text(choices.runner_labels))):
+        path = root / name
+        if path.exists():
+            print(f"kept {path}")
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    return 0
+
+
+def check_choices(choices: WorkflowChoices) -> None:
+    """Raise UsageError for a label, Python command or branch that would break the workflow, or a process count
+    that cannot calibrate the gate."""
+    for label in (*choices.runner_labels, choices.python, choices.default_branch, choices.history_branch):
+        if not _LABEL.match(label):
+            raise UsageError(f"{label!r} is not a runner label, command or branch name; use letters, digits, . _ -")
+    if len(set(choices.runner_labels)) != len(choices.runner_labels):
+        raise UsageError(f"--runner-label: each label once, please (got {', '.join(choices.runner_labels)})")
+    if not 1 <= choices.processes <= 100:
+        raise UsageError(f"--processes: {choices.processes} is outside 1-100; 3 calibrates the gate")
+
+
+def installed_version(distribution: str) -> str | None:
+    """The version of `distribution` installed here, or None."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def perfsuite_requirement() -> str:
+    """How a runner installs the perfsuite installed here: its git URL and commit where it came from one (PEP 610),
+    else a version pin."""
+    try:
+        direct = json.loads(metadata.distribution("perfsuite").read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        direct = {}
+    return requirement_of(direct, installed_version("perfsuite") or "0")
+
+
+def requirement_of(direct_url: dict[str, object], version: str) -> str:
+    """A pip requirement for perfsuite from its PEP 610 `direct_url` record: `perfsuite @ git+URL@COMMIT` for a
+    git install, else `perfsuite==VERSION` (a local checkout or wheel cannot be reached from a runner)."""
+    vcs = direct_url.get("vcs_info")
+    url = direct_url.get("url")
+    if isinstance(vcs, dict) and vcs.get("vcs") == "git" and isinstance(url, str) and not url.startswith("file:"):
+        return f"perfsuite @ git+{url}@{vcs.get('commit_id')}"
+    return f"perfsuite=={version}"
+
+
+def requirements_text(requirement: str) -> str:
+    """perf-requirements.txt: what the runners install (your models' own packages go here too)."""
+    return (
+        "# What the perfsuite workflow installs on the runner (and your models' own packages, if any).\n"
+        "# Pin perfsuite: a git URL with a tag or commit, e.g. perfsuite @ git+https://HOST/ORG/perfsuite@v0.1.0,\n"
+        "# or a wheel you publish.\n"
+        f"{requirement}\n"
+    )
+
+
+def constraints_text(torch_version: str | None) -> str:
+    """perf-constraints.txt: torch pinned (its public version: a local build tag such as +cpu names no wheel on a
+    Mac), so that upgrading it is a commit that starts the histories over."""
+    pin = f"torch=={Version(torch_version).public}" if torch_version else "# torch==X.Y.Z"
+    return (
+        "# Versions the perfsuite workflow may install. A torch upgrade changes every case: make it a commit of its\n"
+        "# own, then run the workflow with rebaseline (workflow_dispatch) to start the histories over.\n"
+        f"{pin}\n"
+    )
+
+
+def actionlint_config_text(runner_labels: Sequence[str]) -> str:
+    """.github/actionlint.yaml: the self-hosted runners' own labels, so that actionlint checks the workflow's
+    `runs-on` against them."""
+    labels = "".join(f"    - {label}\n" for label in runner_labels)
+    return f"self-hosted-runner:\n  labels:\n{labels}"
+
+
+def _runner_matrix(labels: Sequence[str]) -> str:
+    return "\n".join(f"          - {label}" for label in labels)
+
+
+def workflow_text(choices: WorkflowChoices) -> str:
+    """The GitHub Actions workflow for `choices` (YAML text)."""
+    matrix = _runner_matrix(choices.runner_labels)
+    setup = f"""      - name: Python environment with perfsuite and the pinned torch
+        run: |
+          command -v "$PYTHON" || {{ echo "::error::$PYTHON not found on the runner"; exit 1; }}
+          "$PYTHON" -m venv .venv
+          .venv/bin/python -m pip install -c {CONSTRAINTS_PATH} -r {REQUIREMENTS_PATH}
+      # Fails fast, with the fix, when this runner cannot use MPS (Rosetta Python, old macOS, no MPS build).
+      - run: .venv/bin/perfsuite doctor --device mps"""
+    checkout = f"""      - uses: {CHECKOUT_ACTION}
+        with:
+          fetch-depth: 0
+          persist-credentials: false"""
+    return f"""# perfsuite performance gate, written by `perfsuite init-ci` (edit it freely; --force writes it anew).
+# Pull requests from this repository's branches: each case measured at the merge base and at the head, side by side
+# in one job (--perf-ab merge-base), on each Mac below; the job fails when a case regressed. Pushes to
+# {choices.default_branch}: {choices.processes} processes per case appended to each Mac's history, committed to the
+# branch {choices.history_branch} (created on the first push), and the history site uploaded as an artifact.
+# Each Mac is a self-hosted runner with the labels self-hosted, macOS, ARM64 and its own label, which also names
+# its history file. GitHub's hosted macOS runners cannot use MPS. A torch upgrade is a change of
+# {CONSTRAINTS_PATH}; run this workflow by hand with `rebaseline` after it.
+name: perfsuite
+on:
+  push:
+    branches: [{choices.default_branch}]
+  pull_request:
+  workflow_dispatch:
+    inputs:
+      rebaseline:
+        description: "start every history over (after a deliberate change such as a torch upgrade)"
+        type: boolean
+        default: false
+# No token rights unless a job asks: reading the code, and writing only where the history branch is pushed.
+permissions: {{}}
+concurrency:
+  group: perfsuite-${{{{ github.ref }}}}
+  cancel-in-progress: false
+jobs:
+  judge:
+    name: judge the pull request against its merge base
+    # A fork's pull request would run its own code on your machine: only branches of this repository run here.
+    if: github.event_name == 'pull_request' && github.event.pull_request.head.repo.full_name == github.repository
+    strategy:
+      fail-fast: false
+      matrix:
+        runner:
+{matrix}
+    runs-on: [self-hosted, macOS, ARM64, "${{{{ matrix.runner }}}}"]
+    permissions:
+      contents: read  # checks the code out
+    timeout-minutes: 180
+    env:
+      PYTHON: {choices.python}
+      PERF_PROCESSES: "{choices.processes}"
+    steps:
+{checkout}
+{setup}
+      - run: .venv/bin/perfsuite ci judge --processes "$PERF_PROCESSES"
+      - if: always()
+        uses: {UPLOAD_ACTION}
+        with:
+          name: perfsuite-judge-${{{{ matrix.runner }}}}
+          path: perf-summary/
+  record:
+    name: record the history
+    if: github.event_name == 'push' || github.event_name == 'workflow_dispatch'
+    strategy:
+      fail-fast: false
+      matrix:
+        runner:
+{matrix}
+    runs-on: [self-hosted, macOS, ARM64, "${{{{ matrix.runner }}}}"]
+    permissions:
+      contents: write  # pushes the history branch
+    timeout-minutes: 180
+    env:
+      PYTHON: {choices.python}
+      PERF_PROCESSES: "{choices.processes}"
+      PERF_MACHINE: ${{{{ matrix.runner }}}}
+      PERF_HISTORY_BRANCH: {choices.history_branch}
+      PERF_HISTORY_MODE: ${{{{ inputs.rebaseline && 'rebaseline' || 'append' }}}}
+    steps:
+{checkout}
+{setup}
+      - run: .venv/bin/perfsuite ci checkout-history --branch "$PERF_HISTORY_BRANCH"
+      - run: >-
+          .venv/bin/perfsuite ci record --processes "$PERF_PROCESSES" --machine "$PERF_MACHINE"
+          --history-mode "$PERF_HISTORY_MODE"
+      - run: .venv/bin/perfsuite ci publish --branch "$PERF_HISTORY_BRANCH" --machine "$PERF_MACHINE"
+        env:
+          GITHUB_TOKEN: ${{{{ github.token }}}}
+      - if: always()
+        uses: {UPLOAD_ACTION}
+        with:
+          name: perfsuite-record-${{{{ matrix.runner }}}}
+          path: perf-summary/
+  site:
+    name: build the history site
+    needs: record
+    runs-on: [self-hosted, macOS, ARM64]
+    permissions:
+      contents: read  # checks the code out
+    timeout-minutes: 30
+    env:
+      PYTHON: {choices.python}
+      PERF_HISTORY_BRANCH: {choices.history_branch}
+    steps:
+{checkout}
+      - name: Python environment with perfsuite and the pinned torch
+        run: |
+          "$PYTHON" -m venv .venv
+          .venv/bin/python -m pip install -c {CONSTRAINTS_PATH} -r {REQUIREMENTS_PATH}
+      - run: .venv/bin/perfsuite ci checkout-history --branch "$PERF_HISTORY_BRANCH"
+      - run: .venv/bin/perfsuite ci site
+      - uses: {UPLOAD_ACTION}
+        with:
+          name: perfsuite-site
+          path: perf-site/
+"""

@@ -16,6 +16,7 @@ TOML_VALUES = {
     "compile": "eager", "figure": "step", "warmup": 1, "processes": 3, "isolation": "pass", "threads": 1,
     "ddp-processes": 2, "update-baseline": True, "rebaseline": False, "on-change": "warn", "machine": "ci-m2",
     "baseline-dir": "baselines", "summary-dir": ".perfsuite", "tolerance": 0.1, "memory-tolerance": 0.2,
+    "ab": "merge-base", "ab-python": "/usr/bin/python3",
 }
 
 

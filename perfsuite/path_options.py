@@ -74,3 +74,16 @@ def relaunch_if_rootdir_moves(args: Sequence[str], invocation_dir: Path, rootdir
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, command)
+
+
+def make_benchmark_json_folder(path: Path | None) -> None:
+    """pytest-benchmark writes --benchmark-json only as the session ends, into a folder that must exist: made now, or
+    a UsageError before anything is measured (else the run's tables were lost to its traceback)."""
+    if path is None:
+        return
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(
+            f"--benchmark-json {path}: its folder cannot be made ({error.strerror or error}); name a writable path"
+        ) from None

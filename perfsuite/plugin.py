@@ -14,14 +14,11 @@ import pytest
 
 from perfsuite import path_options, settings
 from perfsuite.errors import UsageError
-from perfsuite.gate import Gate, current_commit
-from perfsuite.judge.threads import thread_warning
 from perfsuite.matrix.cases import build_matrix, runs_dataloader, skip_reason
 from perfsuite.records import EAGER, Case, Measurement
 from perfsuite.render.results import session_header
 from perfsuite.run import devices
-from perfsuite.run.plan import RoundSettings
-from perfsuite.session import CaseFailed, CaseSkipped, Session, ab_job, plan_of
+from perfsuite.session import CaseFailed, CaseSkipped, Session, round_settings, start_session, thread_warnings
 from perfsuite.workloads import default_model_names, model_facts, registered_workloads
 
 _SETTINGS = pytest.StashKey[settings.Settings]()
@@ -60,31 +57,17 @@ def pytest_configure(config: pytest.Config) -> None:
     params = config.invocation_params
     try:
         path_options.relaunch_if_rootdir_moves(list(params.args), params.dir, config.rootpath)
+        path_options.make_benchmark_json_folder(config.getoption("benchmark_json", None))
     except UsageError as error:
         raise pytest.UsageError(str(error)) from None
     # Validate the options now, so a bad value is a usage error before collection starts. Workloads registered
     # in the root conftest.py (loaded before this hook) are known by now.
     chosen = session_settings(config)
     config.stash[_MATRIX] = build_matrix(chosen.matrix, model_facts())
-    _make_benchmark_json_folder(config)
     if chosen.threads is not None and chosen.processes == 1:
         import torch
 
         torch.set_num_threads(chosen.threads)
-
-
-def _make_benchmark_json_folder(config: pytest.Config) -> None:
-    """pytest-benchmark writes --benchmark-json only as the session ends, into a folder that must exist: made now,
-    or a usage error before anything is measured (else the run's tables were lost to its traceback)."""
-    path = config.getoption("benchmark_json", None)
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise pytest.UsageError(
-            f"--benchmark-json {path}: its folder cannot be made ({error.strerror or error}); name a writable path"
-        ) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -107,18 +90,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if chosen is None:
         return []
     models = chosen.matrix.models or default_model_names(registered_workloads())
-    header = session_header(chosen.matrix, chosen.profile_chosen, models, chosen.processes)
-    warning = _thread_warning(chosen) if "cpu" in chosen.matrix.devices else None
-    return header + ([warning] if warning else [])
-
-
-def _thread_warning(chosen: settings.Settings) -> str | None:
-    import os
-
-    import torch
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return thread_warning(chosen.threads or torch.get_num_threads(), cores, os.getloadavg()[0])
+    return session_header(chosen.matrix, chosen.profile_chosen, models, chosen.processes) + thread_warnings(chosen)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -134,12 +106,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _without_case(item: pytest.Item) -> bool:
-    """Whether `item` takes perf_case but the options selected no case for it (e.g. --perf-model dataloader only):
-    pytest would otherwise collect it once as `[NOTSET]`, skipped."""
-    callspec = getattr(item, "callspec", None)
-    return "perf_case" in getattr(item, "fixturenames", ()) and (
-        callspec is None or not isinstance(callspec.params.get("perf_case"), Case)
-    )
+    """Whether `item` takes perf_case but no case was selected for it (pytest would collect it as `[NOTSET]`)."""
+    case = getattr(getattr(item, "callspec", None), "params", {}).get("perf_case")
+    return "perf_case" in getattr(item, "fixturenames", ()) and not isinstance(case, Case)
 
 
 def _is_benchmark(item: pytest.Item) -> bool:
@@ -152,14 +121,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config, chosen = session.config, session_settings(session.config)
     callspecs = (getattr(item, "callspec", None) for item in session.items if not item.get_closest_marker("skip"))
     cases = tuple(c for spec in callspecs if spec is not None and isinstance(c := spec.params.get("perf_case"), Case))
-    rounds = RoundSettings(int(config.getoption("benchmark_min_rounds", None) or 5),  # pytest-benchmark's defaults
-                           float(config.getoption("benchmark_max_time", None) or 1.0),
-                           float(config.getoption("benchmark_min_time", None) or 5e-6))
-    gate = Gate(chosen, config.rootpath / chosen.baseline_dir, devices.machine_fingerprint(),
-                current_commit(config.rootpath))
-    plan = plan_of(chosen, cases, rounds, config.rootpath)
+    rounds = round_settings(config.getoption)
     try:
-        run = Session(plan, gate, show=lambda line: show_now(config, line), ab=ab_job(chosen, plan, config.rootpath))
+        run = start_session(chosen, cases, rounds, config.rootpath, show=lambda line: show_now(config, line))
     except UsageError as error:
         raise pytest.UsageError(str(error)) from None
     if not config.getoption("benchmark_skip", False):
@@ -193,10 +157,9 @@ def show_now(config: pytest.Config, line: str) -> None:
     suspended for the line (as pytest's own live logging does)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None:
-        return
-    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-        reporter.write_line(line)
+    if reporter is not None:
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            reporter.write_line(line)
 
 
 @pytest.fixture

@@ -206,3 +206,39 @@ def feed_benchmark(benchmark: Any, measurement: Measurement) -> None:
     for round_time_s in measurement.round_times_s:
         stats.update(round_time_s)
     benchmark.extra_info.update(extra_info(measurement.last))
+
+
+def thread_warnings(settings: Settings) -> list[str]:
+    """The header's warning when each measuring process would run more torch CPU threads than this machine's free
+    cores (cores less the load average) give it (`perfsuite.judge.threads.thread_warning`); none off the CPU."""
+    import os
+
+    import torch
+
+    from perfsuite.judge.threads import thread_warning
+
+    if "cpu" not in settings.matrix.devices:
+        return []
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    warning = thread_warning(settings.threads or torch.get_num_threads(), cores, os.getloadavg()[0])
+    return [warning] if warning else []
+
+
+def round_settings(option: Callable[[str, Any], Any]) -> RoundSettings:
+    """pytest-benchmark's round options (`option(name, default)` reads one), with its defaults where not given."""
+    return RoundSettings(int(option("benchmark_min_rounds", None) or 5),
+                         float(option("benchmark_max_time", None) or 1.0),
+                         float(option("benchmark_min_time", None) or 5e-6))
+
+
+def start_session(
+    settings: Settings, cases: Sequence[Case], rounds: RoundSettings, project_root: Path, show: Callable[[str], None]
+) -> Session:
+    """The session of `cases`: its gate on this machine's baselines, its plan, and its A/B job when asked for (set
+    up and checked before anything is measured; a UsageError says what is wrong)."""
+    from perfsuite.gate import current_commit
+    from perfsuite.run.devices import machine_fingerprint
+
+    gate = Gate(settings, project_root / settings.baseline_dir, machine_fingerprint(), current_commit(project_root))
+    plan = plan_of(settings, cases, rounds, project_root)
+    return Session(plan, gate, show=show, ab=ab_job(settings, plan, project_root))

@@ -77,7 +77,7 @@ def commit(root: Path, message: str) -> None:
 def ab(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--benchmark-max-time", "0.3",
-         "--perf-processes", "3", *options],
+         "--perf-processes", "4", *options],
         cwd=root, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
 
@@ -107,7 +107,7 @@ def test_a_comment_only_change_is_unchanged_with_identical_outputs(project: Path
     assert result.returncode == 0, result.stdout + result.stderr
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
     assert case["status"] == "unchanged" and case["largest_output_difference"] == 0
-    assert case["pairs"] == 3 and case["floor"] < 0.5
+    assert case["pairs"] == 4 and case["floor"] < 0.5
 
 
 @pytest.mark.parametrize("revision, message", [
@@ -200,6 +200,6 @@ def test_a_case_that_does_not_fit_twice_is_measured_one_side_at_a_time_and_says_
     result = ab(project, "--perf-ab", "HEAD")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
-    assert case["status"] in ("unchanged", "inconclusive") and case["pairs"] == 3
+    assert case["status"] in ("unchanged", "inconclusive") and case["pairs"] == 4
     assert all(pair["one_side_at_a_time"] for pair in case["process_pairs"])
     assert "both sides did not fit in device memory together" in result.stdout

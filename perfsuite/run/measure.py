@@ -19,7 +19,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -99,7 +99,6 @@ def crashed(case: Case, exit_status: int, output_tail: str) -> Failure:
 def _measure(
     case: Case, settings: MeasureSettings, rounds: RoundSettings, fixture: Any, device: DeviceBackend
 ) -> Run | None:
-    workload = get_workload(case.model)
     warm = open_case(case, settings, rounds)
     try:
         device.reset_memory_peak()
@@ -109,43 +108,24 @@ def _measure(
         warm.check_no_compilation()
         stats = getattr(fixture, "stats", None)
         round_times_s = list(stats.stats.data) if stats is not None else []
-        memory_bytes = device.memory_figures_bytes()
-        memory_figure = device.memory_figure_name()
+        if not round_times_s:
+            return None
+        if in_use_before_bytes is not None and in_use_after_bytes is not None:
+            warm.facts["memory_growth_bytes"] = in_use_after_bytes - in_use_before_bytes
+        run = warm.run_of(round_times_s, settings.fresh_process)  # the memory figures as the rounds left them
         latency_median_s = (
-            statistics.median(round_times_s) if warm.figure == LATENCY_FIGURE and round_times_s
-            else warm.latency_s(LATENCY_STEPS) if round_times_s and base_mode(case.mode) == "infer"
+            statistics.median(round_times_s) if warm.figure == LATENCY_FIGURE
+            else warm.latency_s(LATENCY_STEPS) if base_mode(case.mode) == "infer"
             else None  # a training loop never waits after each step
         )
         event_times_s = device.event_times_s(warm.prepared.run_step, EVENT_TIMED_STEPS)
-        event_median_s = None if event_times_s is None else statistics.median(event_times_s)
-        busy = None
-        if round_times_s:
-            kernel_s = device.kernel_time_s(warm.prepared.run_step)
-            busy = None if kernel_s is None else min(1.0, kernel_s / statistics.median(round_times_s))
+        kernel_s = device.kernel_time_s(warm.prepared.run_step)
     finally:
         warm.close()
-    if not round_times_s:
-        return None
-    facts = dict(warm.facts)
-    if in_use_before_bytes is not None and in_use_after_bytes is not None:
-        facts["memory_growth_bytes"] = in_use_after_bytes - in_use_before_bytes
-    return Run(
-        case=case,
-        round_times_s=tuple(round_times_s),
-        samples_per_step=warm.samples_per_step,
-        flops_per_step=warm.flops_per_step,
-        memory_figure=memory_figure,
-        memory_bytes=memory_bytes.get(memory_figure),
-        config_digest=warm.config_digest,
-        torch_version=torch.__version__,
-        threads=torch.get_num_threads(),
-        parameter_count=warm.parameter_count,
-        gpu_busy_fraction=busy,
-        event_median_s=event_median_s,
-        facts={**workload.extra_facts, **facts, **memory_bytes, "fresh_process": settings.fresh_process},
-        figure=warm.figure,
-        steps_per_round=warm.steps_per_round,
-        latency_median_s=latency_median_s,
+    return replace(
+        run, latency_median_s=latency_median_s,
+        event_median_s=None if event_times_s is None else statistics.median(event_times_s),
+        gpu_busy_fraction=None if kernel_s is None else min(1.0, kernel_s / statistics.median(round_times_s)),
     )
 
 
@@ -238,13 +218,7 @@ class WarmCase:
 
     def latency_s(self, steps: int) -> float:
         """The median time of `steps` single steps, each followed by a drain of the device: what one request waits."""
-        times_s = []
-        for _ in range(steps):
-            start_s = time.perf_counter()
-            self.prepared.run_step()
-            self.device.synchronize()
-            times_s.append(time.perf_counter() - start_s)
-        return statistics.median(times_s)
+        return _synced_steps_s(self.prepared, self.device, steps)
 
     def check_no_compilation(self) -> None:
         """Raise CompiledDuringRounds when torch.compile compiled a frame since the warm-up ended."""

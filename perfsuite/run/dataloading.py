@@ -8,7 +8,8 @@ storages: a tensor in memory, or a numpy memmap (`.npy`) on disk. Each case vari
 case's device.
 
 Workers persist between passes (`persistent_workers=True`), so a timed pass does not pay for starting
-them; that cost is recorded apart as `startup_s`, from the untimed first pass. The memmap file is written
+them; that cost is recorded apart as `startup_s`, from the untimed first pass. Workers are spawned on every
+platform (`WORKER_START_METHOD`), as macOS does by default. The memmap file is written
 at the start of the session, so passes read it from the OS page cache: the figure is the cost of mapping
 and copying samples out of the file's pages, not of the disk (a cold cache cannot be had without root).
 
@@ -37,6 +38,10 @@ from perfsuite.run.devices import backend
 STORAGES = ("memory", "memmap")
 DEFAULT_WORKER_COUNTS = (0, 2, 4, 8)
 WORKERS_ENV = "PERFSUITE_DATALOADER_WORKERS"
+# How worker processes start, on every platform: "spawn" is macOS's default (Python 3.8+), so the figures are
+# those a Mac's loader gives. Linux's default, fork, copies a process that already runs torch's threads, which may
+# deadlock the child; Python 3.12+ warns at each such fork (56 warnings in one user's DataLoader cases).
+WORKER_START_METHOD = "spawn"
 CLASS_COUNT = 1000
 # ImageNet's per-channel mean and standard deviation, the values torchvision's ImageNet recipes normalise with.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -252,8 +257,8 @@ def pinning_accelerator() -> str | None:
 
 
 def make_loader(dataset: ImageDataset, case: LoaderCase, batch_size: int) -> DataLoader:
-    """The case's DataLoader, shuffled as for training (seeded); workers persist between passes, so a
-    pass does not pay for starting them."""
+    """The case's DataLoader, shuffled as for training (seeded); workers, spawned (`WORKER_START_METHOD`),
+    persist between passes, so a pass does not pay for starting them."""
     return DataLoader(
         dataset,
         batch_size=batch_size,
@@ -262,6 +267,7 @@ def make_loader(dataset: ImageDataset, case: LoaderCase, batch_size: int) -> Dat
         num_workers=case.num_workers,
         pin_memory=case.pin_memory,
         persistent_workers=case.num_workers > 0,
+        multiprocessing_context=WORKER_START_METHOD if case.num_workers > 0 else None,
     )
 
 
@@ -308,7 +314,7 @@ def run_loader_case(benchmark: Any, case: LoaderCase, dataset: ImageDataset) -> 
         "num_workers": case.num_workers,
         "pin_memory": case.pin_memory,
         "persistent_workers": loader.persistent_workers,
-        "start_method": torch.multiprocessing.get_start_method() if case.num_workers else None,
+        "start_method": WORKER_START_METHOD if case.num_workers else None,
         "batch_size": size.batch_size,
         "batches_per_pass": size.batches,
         "sample_shape": list(size.sample_shape),

@@ -2,6 +2,7 @@
 
 import json
 import multiprocessing
+import os
 import pickle
 from pathlib import Path
 
@@ -164,6 +165,20 @@ def test_persistent_workers_serve_every_pass_and_exit_with_the_loader(datasets):
     assert startup_s > 0
     del loader
     assert multiprocessing.active_children() == []
+
+
+def test_workers_are_spawned_never_forked_from_a_process_running_torchs_threads(datasets, monkeypatch):
+    """Forking a process that runs torch's threads may deadlock the child (Python 3.12+ warns at each fork)."""
+    def refuse_fork():
+        raise AssertionError("a DataLoader worker was forked")
+
+    monkeypatch.setattr(os, "fork", refuse_fork)
+    for storage in ("memory", "memmap"):
+        loader = make_loader(datasets[storage], case(storage=storage, num_workers=2), TINY.batch_size)
+        start_loader(loader, "cpu")
+        assert load_pass(loader, "cpu") == TINY.samples
+        assert loader.multiprocessing_context.get_start_method() == "spawn"
+        del loader
 
 
 def test_smoke_benchmark_records_throughput_and_startup_per_case(pytester, monkeypatch):

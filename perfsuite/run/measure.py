@@ -6,9 +6,9 @@ parts (`open_case` builds and warms a case once, then rounds are timed on reques
 `Failure` here, by `failure_of`, so one bad step gives the same status and message on every path.
 
 What a measurement is: the case is built on its device, warm-up steps absorb first-call costs (cuDNN autotuning, MPS
-graph and shader compilation, allocator growth) and a non-finite training loss stops the case; FLOPs are counted
-once outside the rounds; pytest-benchmark times the rounds, each ending with the device drained; then the memory
-figures, device events and (on CUDA) the GPU's busy fraction are read.
+graph and shader compilation, allocator growth) and a non-finite training loss stops the case; pytest-benchmark times
+the rounds, each ending with the device drained; then the memory figures, device events and (on CUDA) the GPU's busy
+fraction are read; last, where the settings ask, one more step counts the FLOPs.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from perfsuite.records import LATENCY_FIGURE, Case, Fact, Failure, Outcome, Run
 from perfsuite.run.compiled import CaptureImpossible, DynamoCounts, WrongCompiledResult
 from perfsuite.run.devices import DeviceBackend, backend
 from perfsuite.run.plan import MeasureSettings, RoundSettings, rounds_for, steps_per_round
-from perfsuite.run.steps import PreparedCase, WrongResult, count_flops, prepare_case
+from perfsuite.run.steps import PreparedCase, WrongResult, flop_count, flop_facts, prepare_case, warn_if_unknown
 from perfsuite.workloads import get_workload
 
 EVENT_TIMED_STEPS = 5
@@ -120,10 +120,17 @@ def _measure(
         )
         event_times_s = device.event_times_s(warm.prepared.run_step, EVENT_TIMED_STEPS)
         kernel_s = device.kernel_time_s(warm.prepared.run_step)
+        # Last, so that no figure above depends on whether this process counted (the counter's dispatch mode makes
+        # torch import its compiler: a second and tens of MiB); a training step it counts changes the weights.
+        count = flop_count(warm.prepared.step_to_count) if settings.count_flops else None
     finally:
         warm.close()
+    if count is not None:
+        warn_if_unknown(count)
     return replace(
-        run, latency_median_s=latency_median_s,
+        run, flops_per_step=count.flops_per_step if count is not None else None,
+        facts={**run.facts, **flop_facts(count)} if count is not None else run.facts,
+        latency_median_s=latency_median_s,
         event_median_s=None if event_times_s is None else statistics.median(event_times_s),
         gpu_busy_fraction=None if kernel_s is None else min(1.0, kernel_s / statistics.median(round_times_s)),
     )
@@ -161,7 +168,6 @@ class WarmCase:
     figure: str
     steps_per_round: int
     step_s: float
-    flops_per_step: int | None
     facts: dict[str, Fact]
     warmup_steps: int
     _before_rounds: DynamoCounts | None = None
@@ -203,12 +209,12 @@ class WarmCase:
 
     def run_of(self, round_times_s: Sequence[float], fresh_process: bool) -> Run:
         """The run of rounds this warm case timed (`time_rounds`), with the memory figures as they stand now (reset
-        the peak before the rounds); no device events or busy fraction (they cost steps of their own)."""
+        the peak before the rounds); no device events, busy fraction or FLOPs (they cost steps of their own)."""
         memory_bytes = self.device.memory_figures_bytes()
         memory_figure = self.device.memory_figure_name()
         return Run(
             case=self.case, round_times_s=tuple(round_times_s), samples_per_step=self.samples_per_step,
-            flops_per_step=self.flops_per_step, memory_figure=memory_figure,
+            flops_per_step=None, memory_figure=memory_figure,
             memory_bytes=memory_bytes.get(memory_figure), config_digest=self.config_digest,
             torch_version=torch.__version__, threads=torch.get_num_threads(), parameter_count=self.parameter_count,
             facts={**get_workload(self.case.model).extra_facts, **self.facts, **memory_bytes,
@@ -231,8 +237,8 @@ class WarmCase:
 
 
 def open_case(case: Case, settings: MeasureSettings, rounds: RoundSettings) -> WarmCase:
-    """Build `case` on its device, run the warm-up steps (a non-finite training loss raises NonFiniteLoss), count
-    its FLOPs once, and choose the steps of a round: enough that the drain at its end costs at most
+    """Build `case` on its device, run the warm-up steps (a non-finite training loss raises NonFiniteLoss) and
+    choose the steps of a round: enough that the drain at its end costs at most
     ROUND_SYNC_SHARE of it, within `rounds`' budget. Raises what building or warming raises (`failure_of` says
     what it means); the case is closed again on any error."""
     device = backend(case.device)
@@ -246,9 +252,6 @@ def open_case(case: Case, settings: MeasureSettings, rounds: RoundSettings) -> W
         warmup_started_s = time.perf_counter()
         warmup_s = check_warmup(prepared, settings.warmup_steps, first_output)
         warmup_total_s = time.perf_counter() - warmup_started_s
-        flops_per_step = prepared.flops_per_step
-        if flops_per_step is None and settings.count_flops:
-            flops_per_step = count_flops(prepared.run_step)
         device.synchronize()
         step_s, steps = calibrate(prepared, device, settings.figure, rounds, warmup_s)
         before_rounds = DynamoCounts.now() if compiling else None
@@ -258,7 +261,7 @@ def open_case(case: Case, settings: MeasureSettings, rounds: RoundSettings) -> W
         prepared.close()
         device.free_cached_memory()
         raise
-    return WarmCase(case, prepared, device, settings.figure, steps, step_s, flops_per_step, facts,
+    return WarmCase(case, prepared, device, settings.figure, steps, step_s, facts,
                     settings.warmup_steps, before_rounds, first_output[0] if first_output else None,
                     warmup_total_s)
 

@@ -55,7 +55,8 @@ class MeasureSettings:
     """How each case is measured: `warmup_steps` untimed steps first; `ddp_processes` the processes of a train-ddp
     step (None: the device's default); `fresh_process` says the case has its process to itself, which makes the
     process's memory figure the case's own; `figure` what the rounds time (records.FIGURES); `count_flops` whether
-    the step's FLOPs are counted (a counted pass of its own; an A/B job compares times and leaves it out)."""
+    the step's FLOPs are counted (in a counted step of its own, outside the rounds; a session of worker processes
+    counts a case's in the first process that measures it, and an A/B job, comparing times, leaves them out)."""
 
     warmup_steps: int
     ddp_processes: int | None = None

@@ -1,10 +1,12 @@
 """The process as the unit: each case of a plan measured in K fresh worker processes, interleaved across cases.
 
 `measure_in_processes` carries out a `SessionPlan` (its passes, and which cases share a process) with worker
-processes (`perfsuite.run.worker`) and collects every process's outcome per case. A case that ran out of memory, or
-cannot run here, is not tried again in later passes. A worker that dies takes only the case it was measuring with
-it: that case gets a `crashed` failure with the end of the worker's output, and the cases after it are measured in a
-new process.
+processes (`perfsuite.run.worker`) and collects every process's outcome per case. A case's FLOPs, a fact of the
+case, are counted by the first process that measures it and carried to its later runs: counting them costs a small
+case's process a second or more (torch imports its compiler for the counter's dispatch mode). A case that ran out of
+memory, or cannot run here, is not tried again in later passes. A worker that dies takes only the case it was
+measuring with it: that case gets a `crashed` failure with the end of the worker's output, and the cases after it
+are measured in a new process.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from perfsuite.records import Case, Failure, Outcome, ProcessProgress
+from perfsuite.records import Case, Failure, Outcome, ProcessProgress, Run
 from perfsuite.run.measure import crashed
 from perfsuite.run.plan import SessionPlan
+from perfsuite.run.steps import FLOP_FACTS
 from perfsuite.run.wire import outcome_from_json
 from perfsuite.run.worker import spec_of
 
@@ -48,6 +52,7 @@ def measure_in_processes(
     An interrupt (Ctrl-C) raises `Interrupted` holding the outcomes reported before it.
     """
     outcomes: dict[str, list[Outcome]] = {case.benchmark_id: [] for case in plan.cases}
+    counted: dict[str, Run] = {}  # the run that counted each case's FLOPs
     total = plan.processes * len(plan.cases)
     done = 0
     start_s = time.perf_counter()
@@ -55,7 +60,12 @@ def measure_in_processes(
         for pass_index, pass_cases in enumerate(plan.passes(), start=1):
             todo = [case for case in pass_cases if not _stopped(outcomes[case.benchmark_id])]
             for batch in plan.worker_batches(todo):
-                for case, outcome in run_worker(plan, batch):
+                counting = {case.benchmark_id for case in batch} - counted.keys()
+                for case, outcome in run_worker(plan, batch, counting):
+                    if isinstance(outcome, Run) and case.benchmark_id in counting:
+                        counted[case.benchmark_id] = outcome
+                    elif isinstance(outcome, Run) and case.benchmark_id in counted:
+                        outcome = with_flops_of(outcome, counted[case.benchmark_id])
                     outcomes[case.benchmark_id].append(outcome)
                     done += 1
                     progress(ProcessProgress(
@@ -71,15 +81,27 @@ def _stopped(outcomes: Sequence[Outcome]) -> bool:
     return any(isinstance(outcome, Failure) and outcome.skips for outcome in outcomes)
 
 
-def run_worker(plan: SessionPlan, batch: Sequence[Case]) -> list[tuple[Case, Outcome]]:
-    """Run worker processes over `batch` until every case has an outcome; a case a worker did not reach because it
-    died gets a `crashed` failure, and the cases after it go to a new process."""
+def with_flops_of(run: Run, counted: Run) -> Run:
+    """`run`, measured without counting FLOPs, with the count (and its facts) of `counted`, a run of the same case
+    that counted them; unchanged where the two ran different configs or torch releases (then not the same ops)."""
+    if (run.config_digest, run.torch_version) != (counted.config_digest, counted.torch_version):
+        return run
+    count_facts = {key: value for key, value in counted.facts.items() if key in FLOP_FACTS}
+    return replace(run, flops_per_step=counted.flops_per_step, facts={**run.facts, **count_facts})
+
+
+def run_worker(
+    plan: SessionPlan, batch: Sequence[Case], count_flops_of: Collection[str] = (),
+) -> list[tuple[Case, Outcome]]:
+    """Run worker processes over `batch` until every case has an outcome, counting the FLOPs of the cases whose
+    benchmark ids are in `count_flops_of`; a case a worker did not reach because it died gets a `crashed` failure,
+    and the cases after it go to a new process."""
     results: list[tuple[Case, Outcome]] = []
     todo = list(batch)
     while todo:
         with worker_folder() as folder:
             spec_path, out_path = folder / "spec.json", folder / "out.jsonl"
-            spec_path.write_text(json.dumps(spec_of(plan, todo)), encoding="utf-8")
+            spec_path.write_text(json.dumps(spec_of(plan, todo, count_flops_of)), encoding="utf-8")
             completed = subprocess.run(
                 [sys.executable, "-m", "perfsuite.run.worker", str(spec_path), str(out_path)],
                 capture_output=True, text=True, timeout=WORKER_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"},

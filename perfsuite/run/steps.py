@@ -49,8 +49,13 @@ class PreparedCase:
     close: Callable[[], None] = lambda: None
     samples_per_step: int | None = None
     extra_facts: Mapping[str, Any] = field(default_factory=dict)
-    # Counted on the eager step where `run_step` cannot be counted (a compiled step, a graph replay).
-    flops_per_step: int | None = None
+    # The same computation run eagerly, where `run_step` cannot be counted (a compiled step, a graph replay).
+    eager_step: Callable[[], object] | None = None
+
+    @property
+    def step_to_count(self) -> Callable[[], object]:
+        """The step whose FLOPs are `run_step`'s: the eager step where there is one, else `run_step`."""
+        return self.eager_step or self.run_step
 
     @property
     def samples(self) -> int:
@@ -137,15 +142,7 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
             return make_train_step(case, workload, runner, inputs, target)
 
     if case.compile == EAGER:
-        run_step = step_with(module)
-        if base_mode(case.mode) != "infer":
-            # A training step changes the weights: its FLOPs are counted after the warm-up, by the measuring.
-            return PreparedCase(case, run_step, parameter_count, digest, extra_facts=layout_facts)
-        count = flop_count(run_step)
-        return PreparedCase(
-            case, run_step, parameter_count, digest, extra_facts={**layout_facts, **flop_facts(count)},
-            flops_per_step=count.flops_per_step,
-        )
+        return PreparedCase(case, step_with(module), parameter_count, digest, extra_facts=layout_facts)
     return prepare_compiled(case, workload, module, inputs, target, step_with, parameter_count, digest)
 
 
@@ -159,11 +156,12 @@ def prepare_compiled(
     parameter_count: int,
     digest: str,
 ) -> PreparedCase:
-    """The case's step compiled (inductor, reduce-overhead) or captured as a CUDA graph, after one eager step has
-    counted its FLOPs and the compiled computation has been checked against eager (`compiled.check_against_eager`).
+    """The case's step compiled (inductor, reduce-overhead) or captured as a CUDA graph, once the compiled computation
+    has been checked against eager (`compiled.check_against_eager`); its FLOPs are counted on the eager step.
     `target` is None for inference."""
-    count = flop_count(step_with(module))
-    flops_per_step = count.flops_per_step
+
+    def eager_step() -> object:
+        return step_with(module)()
 
     sync = backend(case.device).synchronize
 
@@ -200,8 +198,8 @@ def prepare_compiled(
             replay, capture_s = _timed_capture(
                 make_train_step(case, workload, module, inputs, target, compiled.make_capturable)
             )
-        facts = {**checked.facts(), "compile_first_call_s": round(capture_s, 3), **flop_facts(count)}
-        return PreparedCase(case, replay, parameter_count, digest, extra_facts=facts, flops_per_step=flops_per_step)
+        facts = {**checked.facts(), "compile_first_call_s": round(capture_s, 3)}
+        return PreparedCase(case, replay, parameter_count, digest, extra_facts=facts, eager_step=eager_step)
 
     runner = compiled.compile_module(module, case.compile)
     if target is None:
@@ -220,10 +218,7 @@ def prepare_compiled(
                 lambda: list(compiled_loss()), sync,
             )
         run_step = compiled.mark_step(case.compile, step_with(runner))
-    return PreparedCase(
-        case, run_step, parameter_count, digest, extra_facts={**checked.facts(), **flop_facts(count)},
-        flops_per_step=flops_per_step,
-    )
+    return PreparedCase(case, run_step, parameter_count, digest, extra_facts=checked.facts(), eager_step=eager_step)
 
 
 def _timed_capture(step: Callable[[], torch.Tensor]) -> tuple[Callable[[], torch.Tensor], float]:
@@ -366,12 +361,21 @@ def count_flops(run_step: Callable[[], object]) -> int | None:
     """Floating-point operations of one step (see `flop_count`); None (unknown) when ops ran whose work the counter
     does not count, never the smaller count: a FlopsUnknownWarning names them."""
     count = flop_count(run_step)
+    warn_if_unknown(count)
+    return count.flops_per_step
+
+
+def warn_if_unknown(count: FlopCount) -> None:
+    """A FlopsUnknownWarning naming the ops whose work `count` leaves out, where there are any."""
     if count.uncounted_ops:
         warnings.warn(FlopsUnknownWarning(
             f"FLOPs unknown: the step runs {', '.join(count.uncounted_ops)}, whose work torch's FlopCounterMode does "
             "not count; flops_per_step and TFLOP/s are left empty rather than reported too small"
-        ), stacklevel=2)
-    return count.flops_per_step
+        ), stacklevel=3)
+
+
+# The facts a result records of its FLOP count (`flop_facts`).
+FLOP_FACTS = ("flops_uncounted_ops",)
 
 
 def flop_facts(count: FlopCount) -> dict[str, Any]:

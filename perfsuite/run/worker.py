@@ -3,7 +3,7 @@ in the order given (through `perfsuite.run.measure.measure`, as the pytest proce
 per case to OUT as soon as the case ends, so a crash keeps what was measured before it.
 
 A line is `{"benchmark_id": ..., **outcome}` with the outcome as `perfsuite.run.wire` writes it. The spec is a
-`SessionPlan`'s measuring settings (`spec_of`) and the cases of this process.
+`SessionPlan`'s measuring settings (`spec_of`), the cases of this process and those whose FLOPs it counts.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import inspect
 import json
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -53,10 +53,13 @@ def standalone_benchmark(name: str, rounds: RoundSettings | None = None) -> Any:
     return BenchmarkFixture(**{key: value for key, value in options.items() if key in accepted})
 
 
-def spec_of(plan: SessionPlan, cases: Sequence[Case]) -> dict[str, Any]:
-    """What a worker needs to measure `cases` as `plan` says, as JSON-ready data."""
+def spec_of(plan: SessionPlan, cases: Sequence[Case], count_flops_of: Collection[str] = ()) -> dict[str, Any]:
+    """What a worker needs to measure `cases` as `plan` says, as JSON-ready data; the FLOPs are counted for the
+    cases whose benchmark ids are in `count_flops_of` (where the plan counts them)."""
     return {
         "cases": [asdict(case) for case in cases], "warmup_steps": plan.measure.warmup_steps,
+        "count_flops_of": [case.benchmark_id for case in cases
+                           if plan.measure.count_flops and case.benchmark_id in count_flops_of],
         "ddp_processes": plan.measure.ddp_processes, "figure": plan.measure.figure, "threads": plan.threads,
         "rounds": asdict(plan.rounds),
         "workload_sources": {name: list(sources) for name, sources in plan.workload_sources.items()},
@@ -83,13 +86,14 @@ def measure_spec(spec: Mapping[str, Any], out: Path) -> int:
     )
     for values in spec["cases"]:
         case = Case(**values)
+        case_settings = replace(settings, count_flops=case.benchmark_id in spec["count_flops_of"])
         outcome: Outcome
         try:
             find_workload(case.model, spec["workload_sources"].get(case.model, []))
         except Exception as error:  # the model cannot be found here: the case fails with that message
             outcome = failure_of(case, error)
         else:
-            outcome = measure(case, settings, rounds, standalone_benchmark(case.benchmark_id, rounds))
+            outcome = measure(case, case_settings, rounds, standalone_benchmark(case.benchmark_id, rounds))
         with out.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps({"benchmark_id": case.benchmark_id, **outcome_to_json(outcome)}) + "\n")
     return 0

@@ -4,9 +4,12 @@ unknown, naming the ops, instead of a tiny number."""
 import pytest
 import torch
 
-from perfsuite import Workload
-from perfsuite.records import Case
-from perfsuite.run.steps import FlopsUnknownWarning, count_flops, flop_count, prepare_case, uncounted_ops
+from perfsuite import Workload, workloads
+from perfsuite.records import Case, Run
+from perfsuite.run.measure import measure
+from perfsuite.run.plan import MeasureSettings, RoundSettings
+from perfsuite.run.steps import FlopsUnknownWarning, count_flops, flop_count, uncounted_ops
+from perfsuite.run.worker import standalone_benchmark
 
 
 def encoder_layer() -> torch.nn.Module:
@@ -47,14 +50,19 @@ def test_only_compute_ops_without_a_formula_are_uncounted(name, uncounted):
     assert (uncounted_ops([name], {"aten.mm"}) == (name,)) is uncounted
 
 
-def test_a_prepared_inference_case_with_uncounted_ops_records_their_names():
+def test_a_measured_inference_case_with_uncounted_ops_records_their_names(monkeypatch):
     workload = Workload(
         name="encoder", build_module=lambda profile: encoder_layer(),
         make_inputs=lambda profile, batch_size: torch.randn(batch_size, 16, 64), batch_sizes={"smoke": (2,)},
     )
-    prepared = prepare_case(Case("cpu", "fp32", "encoder", 2, "infer", "smoke"), workload)
-    assert prepared.flops_per_step is None
-    assert prepared.extra_facts["flops_uncounted_ops"] == "aten._transformer_encoder_layer_fwd"
+    monkeypatch.setattr(workloads, "_REGISTRY", {**workloads.registered_workloads(), "encoder": workload})
+    case = Case("cpu", "fp32", "encoder", 2, "infer", "smoke")
+    rounds = RoundSettings(min_rounds=2, max_time_s=0.01)
+    with pytest.warns(FlopsUnknownWarning, match="aten._transformer_encoder_layer_fwd"):
+        run = measure(case, MeasureSettings(warmup_steps=1), rounds, standalone_benchmark(case.benchmark_id, rounds))
+    assert isinstance(run, Run)
+    assert run.flops_per_step is None and run.tflops_per_s is None
+    assert run.facts["flops_uncounted_ops"] == "aten._transformer_encoder_layer_fwd"
 
 
 def test_counting_a_step_with_uncounted_ops_warns_naming_them():

@@ -39,9 +39,11 @@ DEFAULT_PYTHON = "python3.11"
 DEFAULT_BRANCH = "main"
 HISTORY_BRANCH = "perf-history"
 EXIT_EXISTS = 2
-# Actions pinned to a full commit (a tag can be moved under you); the comment names the release.
-CHECKOUT_ACTION = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
-UPLOAD_ACTION = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02  # v4.6.2"
+# Actions pinned to a full commit (a tag can be moved under you); the comment names the release. Both run on Node 24,
+# so a self-hosted runner needs Actions Runner 2.327.1 or newer (their READMEs say so); the Node 20 releases are
+# being retired by GitHub. Each commit was checked against its tag in the actions' own repositories.
+CHECKOUT_ACTION = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1  # v7.0.1"
+UPLOAD_ACTION = "actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 

@@ -140,11 +140,13 @@ class AbJob:
             return []
         verdicts = list(self.verdicts.values())
         measurements = self.results.measurements
-        document = render.summary_document(verdicts, measurements, self.base_side, self.head_side, self.started_at)
+        fails = self.settings.inconclusive_fails
+        document = render.summary_document(verdicts, measurements, self.base_side, self.head_side, self.started_at,
+                                           fails)
         written = [
             write_text_atomically(summary_dir / "ab.json", render.summary_json(document)),
             write_text_atomically(summary_dir / "ab.md", render.summary_markdown(
-                verdicts, measurements, self.base_side, self.head_side)),
+                verdicts, measurements, self.base_side, self.head_side, fails)),
         ]
         if render.write_ratio_plot(verdicts, summary_dir / "ab.png"):
             written.append(summary_dir / "ab.png")
@@ -157,11 +159,10 @@ class AbJob:
         verdicts = list(self.verdicts.values())
         text = render.render_sides(self.base_side, self.head_side) + "\n" + render.render_table(
             verdicts, self.results.measurements)
-        notable = [render.ab_message(v) for v in verdicts
+        fails = self.settings.inconclusive_fails
+        notable = [render.ab_message(v, fails) for v in verdicts
                    if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs]
-        counts = {status: sum(v.status == status for v in verdicts) for status in dict.fromkeys(
-            v.status for v in verdicts)}
-        text += "\n" + ", ".join(f"{count} {status}" for status, count in counts.items()) + "\n"
+        text += "\n" + render.outcome_line(verdicts, fails) + "\n"
         text += "".join(f"{line}\n" for line in notable)
         return [("perfsuite A/B: head against base", text)]
 

@@ -78,7 +78,7 @@ class Session:
 
     def _run_ab(self, job: AbJob, case: Case, fixture: Any) -> Measurement | None:
         """An A/B case: the first one measures every case on both sides; each case's test shows its head side's
-        rounds and fails when its verdict fails the job or could not be reached."""
+        rounds and fails when its verdict fails the job (`AbVerdict.fails_job`)."""
         if not job.measured:
             job.measure(self.show)
         self.judged.add(case.benchmark_id)
@@ -87,8 +87,8 @@ class Session:
         if isinstance(result, Measurement):
             feed_benchmark(fixture, result)
         verdict = job.verdicts[case.benchmark_id]
-        if verdict.status == "errored" or verdict.gate_failed:
-            raise CaseFailed(ab_message(verdict))
+        if verdict.fails_job(job.settings.inconclusive_fails):
+            raise CaseFailed(ab_message(verdict, job.settings.inconclusive_fails))
         return result if isinstance(result, Measurement) else None
 
     def judge(self, measurement: Measurement) -> Verdict | None:

@@ -53,6 +53,7 @@ DEFAULT_BASELINE_DIR = "baselines"
 DEFAULT_SUMMARY_DIR = ".perfsuite"
 # What a case changed against its history does to the gate: fail it (the default) or only warn.
 ON_CHANGE = ("fail", "warn")
+ON_INCONCLUSIVE = ("fail", "warn")
 
 _Default = TypeVar("_Default", int, None)
 
@@ -110,6 +111,8 @@ OPTIONS = (
            "unreadable baseline file is moved aside first", switch=True),
     Option("on-change", "fail | warn: what a case changed against its history (model, inputs, torch, threads, "
            "machine) does to the gate (default: fail, naming what changed)"),
+    Option("on-inconclusive", "fail | warn: what an A/B verdict that could not judge (its floor wider than the band) "
+           "does to the job (default: fail, saying what would judge it: a verdict that cannot judge is not a pass)"),
     Option("machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)"),
     Option("baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)"),
     Option("summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)"),
@@ -149,6 +152,7 @@ class RawSettings:
     update_baseline: Any = None
     rebaseline: Any = None
     on_change: Any = None
+    on_inconclusive: Any = None
     machine: Any = None
     baseline_dir: Any = None
     summary_dir: Any = None
@@ -170,7 +174,8 @@ class Settings:
     whether the profile was given (else it follows the devices: `default_profile`). `update_baseline` appends
     this session's runs to the histories, `rebaseline` starts them over. `changes_fail`: a case changed against its
     history fails the gate (else it is a warning). `ab_revision` and `ab_python` make the session an A/B job (head
-    against a base revision and/or interpreter), with `processes` pairs of processes.
+    against a base revision and/or interpreter), with `processes` pairs of processes; `inconclusive_fails`: an A/B
+    verdict that could not judge fails the job (else it is a warning).
     """
 
     matrix: MatrixOptions
@@ -191,6 +196,7 @@ class Settings:
     update_baseline: bool = False
     rebaseline: bool = False
     changes_fail: bool = True
+    inconclusive_fails: bool = True
     ab_revision: str | None = None
     ab_python: str | None = None
 
@@ -340,6 +346,8 @@ def validate_settings(
         update_baseline=_switch(raw.update_baseline, where("update_baseline")),
         rebaseline=_switch(raw.rebaseline, where("rebaseline")),
         changes_fail=raw.on_change is None or _one_name(raw.on_change, ON_CHANGE, where("on_change")) == "fail",
+        inconclusive_fails=raw.on_inconclusive is None
+        or _one_name(raw.on_inconclusive, ON_INCONCLUSIVE, where("on_inconclusive")) == "fail",
     )
 
 

@@ -68,8 +68,13 @@ class AbVerdict:
 
     @property
     def gate_failed(self) -> bool:
-        """Whether this verdict fails the job: the time or the memory figure regressed."""
+        """Whether the time or the memory figure regressed."""
         return self.status == "regressed" or self.memory_status == "regressed"
+
+    def fails_job(self, inconclusive_fails: bool = True) -> bool:
+        """Whether this verdict fails the A/B job: a regression, a case that could not be measured (errored), or one
+        that could not be judged (inconclusive: never a pass, unless `inconclusive_fails` is off)."""
+        return self.gate_failed or self.status == "errored" or (inconclusive_fails and self.status == "inconclusive")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "reasons": list(self.reasons), "gate_failed": self.gate_failed}

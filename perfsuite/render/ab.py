@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfsuite.judge.ab import FAMILY_ERROR_RATE, AbVerdict
+from perfsuite.judge.ab import AB_STATUSES, FAMILY_ERROR_RATE, AbVerdict
 from perfsuite.records import AbMeasurement, AbSide
 
 SCHEMA = "perfsuite-ab"
@@ -30,8 +30,9 @@ def interval_text(verdict: AbVerdict) -> str:
     return f"x{verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
 
 
-def ab_message(verdict: AbVerdict) -> str:
-    """One sentence on the verdict: what changed, how sure, and what could be seen."""
+def ab_message(verdict: AbVerdict, inconclusive_fails: bool = True) -> str:
+    """One sentence on the verdict: what changed, how sure, and what could be seen; for an inconclusive one, whether
+    it fails the job (`inconclusive_fails`)."""
     name, status = verdict.case.benchmark_id, verdict.status
     if status == "errored":
         return f"{name}: A/B could not judge it: " + "; ".join(verdict.reasons)
@@ -45,8 +46,11 @@ def ab_message(verdict: AbVerdict) -> str:
         "improved": "improved: head is faster than base beyond the band",
         "unchanged": "unchanged",
         "inconclusive": (
-            "inconclusive: this job could not tell a change of the band's size from noise; more process pairs "
-            "(--perf-processes) or a quieter machine would judge it"
+            "inconclusive: this job could not tell a change of the band's size from noise, so it "
+            + ("fails (a verdict that cannot judge is not a pass; --perf-on-inconclusive warn makes it a warning)"
+               if inconclusive_fails else "is only a warning (--perf-on-inconclusive warn)")
+            + "; more process pairs (--perf-processes), longer windows (--benchmark-max-time) or a quieter machine "
+            "would judge it"
         ),
     }[status]
     memory = ""
@@ -96,11 +100,21 @@ def render_sides(base: AbSide, head: AbSide) -> str:
     )
 
 
+def outcome_line(verdicts: Sequence[AbVerdict], inconclusive_fails: bool = True) -> str:
+    """The job's result in one line: 'perfsuite A/B passed: 2 unchanged' or 'perfsuite A/B FAILED: 1 unchanged,
+    1 inconclusive'; counts in the order of AB_STATUSES."""
+    counts = ", ".join(f"{count} {status}" for status in AB_STATUSES
+                       if (count := sum(verdict.status == status for verdict in verdicts)))
+    failed = any(verdict.fails_job(inconclusive_fails) for verdict in verdicts)
+    return f"perfsuite A/B {'FAILED' if failed else 'passed'}: {counts or 'no case'}"
+
+
 def summary_document(
     verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide, head: AbSide,
-    started_at: str,
+    started_at: str, inconclusive_fails: bool = True,
 ) -> dict[str, Any]:
-    """The A/B summary file's content: both sides, and per case its verdict, figures and every window pair."""
+    """The A/B summary file's content: both sides, whether the job failed, and per case its verdict (and whether it
+    fails the job), figures and every window pair."""
 
     def finite(value: float | None) -> float | None:
         return None if value is None or not math.isfinite(value) else value
@@ -113,7 +127,8 @@ def summary_document(
             "benchmark_id": case.benchmark_id,
             "case": {"device": case.device, "dtype": case.dtype, "model": case.model, "batch_size": case.batch_size,
                      "mode": case.mode, "profile": case.profile, "compile": case.compile},
-            "status": verdict.status, "message": ab_message(verdict),
+            "status": verdict.status, "fails_job": verdict.fails_job(inconclusive_fails),
+            "message": ab_message(verdict, inconclusive_fails),
             "base_median_s": verdict.base_median_s, "head_median_s": verdict.head_median_s,
             "ratio": verdict.ratio, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high, "floor": verdict.floor,
             "tolerance": verdict.tolerance, "pairs": verdict.pairs, "windows": verdict.windows,
@@ -137,7 +152,8 @@ def summary_document(
                  "torch_version": base.torch_version},
         "head": {"label": head.label, "revision": head.revision, "python": head.python,
                  "torch_version": head.torch_version},
-        "family_error_rate": FAMILY_ERROR_RATE, "cases": cases,
+        "family_error_rate": FAMILY_ERROR_RATE, "inconclusive_fails": inconclusive_fails,
+        "job_failed": any(verdict.fails_job(inconclusive_fails) for verdict in verdicts), "cases": cases,
     }
 
 
@@ -146,16 +162,17 @@ def summary_json(document: Mapping[str, Any]) -> str:
 
 
 def summary_markdown(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide,
-                     head: AbSide) -> str:
-    """The summary as Markdown (a CI job summary): the sides, the table and a sentence per case."""
+                     head: AbSide, inconclusive_fails: bool = True) -> str:
+    """The summary as Markdown (a CI job summary): the outcome, the sides, the table and a sentence per case."""
     table = render_table(verdicts, measurements).splitlines()
     cells = [[cell for cell in line.split("  ") if cell.strip()] for line in table]
     markdown = ["| " + " | ".join(cell.strip() for cell in row) + " |" for row in cells]
     markdown.insert(1, "|" + "---|" * len(cells[0]))
     sides = render_sides(base, head).splitlines()
     return (
-        "# perfsuite A/B\n\n" + "\n".join(f"- {line}" for line in sides) + "\n\n" + "\n".join(markdown) + "\n\n"
-        + "\n".join(f"- {ab_message(verdict)}" for verdict in verdicts) + "\n"
+        "# perfsuite A/B\n\n" + f"**{outcome_line(verdicts, inconclusive_fails)}**\n\n"
+        + "\n".join(f"- {line}" for line in sides) + "\n\n" + "\n".join(markdown) + "\n\n"
+        + "\n".join(f"- {ab_message(verdict, inconclusive_fails)}" for verdict in verdicts) + "\n"
     )
 
 

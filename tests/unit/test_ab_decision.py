@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from perfsuite.judge.ab import AbVerdict, judge_ab, pair_estimate, t_quantile
 from perfsuite.records import AbMeasurement, AbPair, AbSide, Case, Run
-from perfsuite.render.ab import ab_message, render_table, summary_document
+from perfsuite.render.ab import ab_message, outcome_line, render_table, summary_document
 
 CASE = Case("cpu", "fp32", "resnet18", 4, "infer", "smoke")
 
@@ -77,7 +78,23 @@ def test_a_floor_wider_than_the_band_is_inconclusive_never_unchanged():
     verdict = judge_ab(measured([[0.8] * 3, [1.3] * 3, [1.0] * 3]), [], 0.10, 0.10, family_size=1)
     assert verdict.floor is not None and verdict.floor > 0.10
     assert verdict.status == "inconclusive" and not verdict.gate_failed
-    assert "could not tell a change of the band's size from noise" in ab_message(verdict)
+    assert verdict.fails_job() and not verdict.fails_job(inconclusive_fails=False)
+    assert "could not tell a change of the band's size from noise, so it fails" in ab_message(verdict)
+    assert "is only a warning" in ab_message(verdict, inconclusive_fails=False)
+
+
+@pytest.mark.parametrize("statuses, line", [
+    (["unchanged", "unchanged"], "perfsuite A/B passed: 2 unchanged"),
+    (["inconclusive", "unchanged"], "perfsuite A/B FAILED: 1 unchanged, 1 inconclusive"),
+    (["improved"], "perfsuite A/B passed: 1 improved"),
+    (["errored", "regressed"], "perfsuite A/B FAILED: 1 regressed, 1 errored"),
+])
+def test_the_outcome_line_fails_on_a_regression_an_error_or_a_verdict_that_cannot_judge(statuses, line):
+    verdicts = [replace(judge_ab(measured([[1.0] * 3] * 3), [], 0.10, 0.10, family_size=1), status=status)
+                for status in statuses]
+    assert outcome_line(verdicts) == line
+    if "inconclusive" in statuses and "regressed" not in statuses and "errored" not in statuses:
+        assert outcome_line(verdicts, inconclusive_fails=False).startswith("perfsuite A/B passed")
 
 
 def test_fewer_than_two_pairs_or_a_failed_side_is_errored_with_the_reason():

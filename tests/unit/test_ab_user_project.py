@@ -110,6 +110,20 @@ def test_a_comment_only_change_is_unchanged_with_identical_outputs(project: Path
     assert case["pairs"] == 4 and case["floor"] < 0.5
 
 
+def test_a_verdict_that_cannot_judge_fails_the_job_unless_only_warned_of(project: Path):
+    """A band far inside any floor: the A/A verdict is inconclusive, which is never a pass."""
+    result = ab(project, "--perf-ab", "HEAD", "--perf-tolerance", "0.0001")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "perfsuite A/B FAILED: 1 inconclusive" in result.stdout
+    assert "cpu-fp32-wide-bs64-infer-smoke: inconclusive: this job could not tell" in result.stdout
+    summary = json.loads((project / ".perfsuite" / "ab.json").read_text())
+    assert summary["job_failed"] and summary["cases"][0]["fails_job"]
+    warned = ab(project, "--perf-ab", "HEAD", "--perf-tolerance", "0.0001", "--perf-on-inconclusive", "warn")
+    assert warned.returncode == 0, warned.stdout + warned.stderr
+    assert "perfsuite A/B passed: 1 inconclusive" in warned.stdout
+    assert "is only a warning (--perf-on-inconclusive warn)" in warned.stdout
+
+
 @pytest.mark.parametrize("revision, message", [
     ("no-such-branch", "--perf-ab no-such-branch: no such revision in"),
     ("merge-base", None),  # main is HEAD here: its merge base is HEAD itself, a valid base
@@ -197,7 +211,8 @@ def test_a_case_that_does_not_fit_twice_is_measured_one_side_at_a_time_and_says_
     (project / "conftest.py").write_text(LOCKED_MODEL)
     commit(project, "a model that fits once")
     monkeypatch.setenv("AB_TEST_LOCKS", str(project.parent / "locks"))
-    result = ab(project, "--perf-ab", "HEAD")
+    # An A/A job: what this test checks is the fallback, so a verdict too noisy to judge is only warned of.
+    result = ab(project, "--perf-ab", "HEAD", "--perf-on-inconclusive", "warn")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
     assert case["status"] in ("unchanged", "inconclusive") and case["pairs"] == 4

@@ -52,15 +52,26 @@ def summary_counts(verdicts: Sequence[Verdict], errors: int = 0) -> dict[str, in
     return counts
 
 
+def judged(verdict: Verdict) -> bool:
+    """Whether the gate compared this case with a history: not a case without one, nor one changed against its
+    history that only warns (`--perf-on-change warn`)."""
+    return verdict.status != "no-baseline" and (verdict.status != "incompatible" or verdict.gate_failed)
+
+
 def headline(verdicts: Sequence[Verdict], errors: int = 0) -> str:
-    """One line: whether the gate failed and the non-zero counts, e.g.
-    `perfsuite gate FAILED: 1 regressed, 3 unchanged, 2 no-baseline, 1 errored`."""
+    """One line: whether the gate failed and the non-zero counts, the cases it could not judge apart, e.g.
+    `perfsuite gate FAILED: 1 regressed, 3 unchanged, 1 errored; not judged: 2 no-baseline`. Where no case was
+    judged and none failed, it says so rather than that the gate passed."""
     if not verdicts and not errors:
         return "perfsuite gate: no benchmarks were judged"
-    counts = summary_counts(verdicts, errors)
+    counts = summary_counts([verdict for verdict in verdicts if judged(verdict)], errors)
     parts = [f"{counts[name]} {name}" for name in (*VERDICT_STATUSES, "memory-regressed", "errored") if counts[name]]
+    unjudged = summary_counts([verdict for verdict in verdicts if not judged(verdict)])
+    not_judged = ", ".join(f"{unjudged[name]} {name}" for name in VERDICT_STATUSES if unjudged[name])
+    if not parts:
+        return f"perfsuite gate judged nothing: {not_judged}"
     state = "FAILED" if counts["gate-failed"] else "passed"
-    return f"perfsuite gate {state}: {', '.join(parts)}"
+    return f"perfsuite gate {state}: {', '.join(parts)}" + (f"; not judged: {not_judged}" if not_judged else "")
 
 
 def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, str]]:

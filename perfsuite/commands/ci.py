@@ -22,11 +22,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from perfsuite.errors import UsageError
+from perfsuite.settings import AB_DEFAULT_PAIRS
 
 HISTORY_DIR = ".perf-history"
 SUMMARY_DIR = "perf-summary"
 SITE_DIR = "perf-site"
 HISTORY_MODES = ("append", "rebaseline")
+RECORD_PROCESSES = 3  # runs a push appends per case: 3 sessions of 3 calibrate the gate
 PUSH_ATTEMPTS = 3
 AB_SUMMARY = "ab.md"
 GATE_SUMMARY = "summary.md"
@@ -35,7 +37,10 @@ GATE_SUMMARY = "summary.md"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add `perfsuite ci`'s arguments to `parser`."""
     parser.add_argument("step", choices=("judge", "checkout-history", "record", "publish", "site"))
-    parser.add_argument("--processes", type=int, default=3, help="processes per case (default: 3)")
+    parser.add_argument("--processes", type=int, default=None, help=(
+        f"judge: process pairs of the A/B job (default: {AB_DEFAULT_PAIRS}); record: processes per case appended to "
+        f"the history (default: {RECORD_PROCESSES})"
+    ))
     parser.add_argument("--machine", help="this Mac's name for its history file (record, publish)")
     parser.add_argument("--branch", default="perf-history", help="the history branch (default: %(default)s)")
     parser.add_argument("--history-mode", choices=HISTORY_MODES, default="append", help="record: append or start over")
@@ -47,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     """Run one step in the current folder (the repository's root); return its exit status."""
     root = Path.cwd()
     if args.step == "judge":
-        status = subprocess.run(judge_command(args.processes, args.pytest_args), cwd=root).returncode
+        pairs = args.processes or AB_DEFAULT_PAIRS
+        status = subprocess.run(judge_command(pairs, args.pytest_args), cwd=root).returncode
         post_job_summary(job_summary(root / SUMMARY_DIR), os.environ)
         return status
     if args.step == "checkout-history":
@@ -55,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.step == "record":
         machine = _machine(args.machine)
-        command = record_command(args.processes, machine, args.history_mode == "rebaseline", args.pytest_args)
+        rebaseline = args.history_mode == "rebaseline"
+        command = record_command(args.processes or RECORD_PROCESSES, machine, rebaseline, args.pytest_args)
         status = subprocess.run(command, cwd=root).returncode
         post_job_summary(job_summary(root / SUMMARY_DIR), os.environ)
         return status
@@ -72,7 +79,7 @@ def _machine(name: str | None) -> str:
 
 def judge_command(processes: int, more: Sequence[str] = ()) -> list[str]:
     """The pytest command that judges a pull request: each case measured at the merge base of HEAD and the default
-    branch and at the working tree, side by side in `processes` processes each."""
+    branch and at the working tree, side by side in `processes` pairs of processes."""
     return [
         sys.executable, "-m", "pytest", "--benchmark-only", "--perf-ab", "merge-base", "--perf-processes",
         str(processes), f"--perf-summary-dir={SUMMARY_DIR}", *more,

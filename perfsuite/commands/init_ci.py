@@ -28,6 +28,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from perfsuite.errors import UsageError
+from perfsuite.settings import AB_DEFAULT_PAIRS, MIN_AB_PAIRS
 
 WORKFLOW_PATH = ".github/workflows/perfsuite.yml"
 ACTIONLINT_CONFIG_PATH = ".github/actionlint.yaml"
@@ -50,11 +51,13 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 @dataclass(frozen=True)
 class WorkflowChoices:
     """What the generated workflow runs: one job per runner label (each a Mac with that label besides self-hosted,
-    macOS and ARM64; the label also names its history file), K processes per case, the Python command on the
-    runners, the branch whose pushes are recorded and the branch that keeps the histories."""
+    macOS and ARM64; the label also names its history file), K processes per case recorded into the history, the
+    process pairs of a pull request's A/B job, the Python command on the runners, the branch whose pushes are
+    recorded and the branch that keeps the histories."""
 
     runner_labels: tuple[str, ...] = (DEFAULT_RUNNER_LABEL,)
     processes: int = DEFAULT_PROCESSES
+    ab_pairs: int = AB_DEFAULT_PAIRS
     python: str = DEFAULT_PYTHON
     default_branch: str = DEFAULT_BRANCH
     history_branch: str = HISTORY_BRANCH
@@ -66,7 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--runner-label", action="append", default=[], metavar="LABEL",
         help=f"a label of one self-hosted Mac; repeat it for several (default: {DEFAULT_RUNNER_LABEL})",
     )
-    parser.add_argument("--processes", type=int, default=DEFAULT_PROCESSES, help="processes per case (default: 3)")
+    parser.add_argument("--processes", type=int, default=DEFAULT_PROCESSES,
+                        help="processes per case recorded into the history on each push (default: 3)")
+    parser.add_argument("--ab-pairs", type=int, default=AB_DEFAULT_PAIRS,
+                        help=f"process pairs of a pull request's A/B job (default: {AB_DEFAULT_PAIRS})")
     parser.add_argument("--python", default=DEFAULT_PYTHON, help="the runner's Python command (default: %(default)s)")
     parser.add_argument("--branch", default=DEFAULT_BRANCH, help="the branch whose pushes are recorded (default: main)")
     parser.add_argument("--project", default=".", help="the repository's root folder (default: the current one)")
@@ -77,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     """Write the workflow and the two requirement files that are missing; print what was written."""
     choices = WorkflowChoices(
         runner_labels=tuple(args.runner_label) or (DEFAULT_RUNNER_LABEL,), processes=args.processes,
-        python=args.python, default_branch=args.branch,
+        ab_pairs=args.ab_pairs, python=args.python, default_branch=args.branch,
     )
     check_choices(choices)
     root = Path(args.project)
@@ -110,6 +116,9 @@ def check_choices(choices: WorkflowChoices) -> None:
         raise UsageError(f"--runner-label: each label once, please (got {', '.join(choices.runner_labels)})")
     if not 1 <= choices.processes <= 100:
         raise UsageError(f"--processes: {choices.processes} is outside 1-100; 3 calibrates the gate")
+    if not MIN_AB_PAIRS <= choices.ab_pairs <= 100:
+        raise UsageError(f"--ab-pairs: {choices.ab_pairs} is outside {MIN_AB_PAIRS}-100; an A/B verdict needs at least "
+                         f"{MIN_AB_PAIRS} pairs, and {AB_DEFAULT_PAIRS} keep the floor within the band on a quiet Mac")
 
 
 def installed_version(distribution: str) -> str | None:
@@ -188,7 +197,9 @@ def workflow_text(choices: WorkflowChoices) -> str:
           persist-credentials: false"""
     return f"""# perfsuite performance gate, written by `perfsuite init-ci` (edit it freely; --force writes it anew).
 # Pull requests from this repository's branches: each case measured at the merge base and at the head, side by side
-# in one job (--perf-ab merge-base), on each Mac below; the job fails when a case regressed. Pushes to
+# in one job (--perf-ab merge-base, {choices.ab_pairs} process pairs), on each Mac below; the job fails when a case
+# regressed or could not be judged (too noisy: more pairs judge it; on-inconclusive = "warn" in pyproject.toml's
+# [tool.perfsuite] makes that a warning). Pushes to
 # {choices.default_branch}: {choices.processes} processes per case appended to each Mac's history, committed to the
 # branch {choices.history_branch} (created on the first push), and the history site uploaded as an artifact.
 # Each Mac is a self-hosted runner with the labels self-hosted, macOS, ARM64 and its own label, which also names
@@ -226,11 +237,11 @@ jobs:
     timeout-minutes: 180
     env:
       PYTHON: {choices.python}
-      PERF_PROCESSES: "{choices.processes}"
+      PERF_AB_PAIRS: "{choices.ab_pairs}"
     steps:
 {checkout}
 {setup}
-      - run: .venv/bin/perfsuite ci judge --processes "$PERF_PROCESSES"
+      - run: .venv/bin/perfsuite ci judge --processes "$PERF_AB_PAIRS"
       - if: always()
         uses: {UPLOAD_ACTION}
         with:

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     """Run one step in the current folder (the repository's root); return its exit status."""
     root = Path.cwd()
     if args.step == "judge":
-        pairs = args.processes or AB_DEFAULT_PAIRS
+        pairs = AB_DEFAULT_PAIRS if args.processes is None else args.processes
         status = subprocess.run(judge_command(pairs, args.pytest_args), cwd=root).returncode
         post_job_summary(job_summary(root / SUMMARY_DIR), os.environ)
         return status
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if args.step == "record":
         machine = _machine(args.machine)
         rebaseline = args.history_mode == "rebaseline"
-        command = record_command(args.processes or RECORD_PROCESSES, machine, rebaseline, args.pytest_args)
+        processes = RECORD_PROCESSES if args.processes is None else args.processes
+        command = record_command(processes, machine, rebaseline, args.pytest_args)
         status = subprocess.run(command, cwd=root).returncode
         post_job_summary(job_summary(root / SUMMARY_DIR), os.environ)
         return status

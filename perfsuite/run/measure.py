@@ -127,10 +127,9 @@ def _measure(
         warm.close()
     if count is not None:
         warn_if_unknown(count)
+        run = replace(run, flops_per_step=count.flops_per_step, facts={**run.facts, **flop_facts(count)})
     return replace(
-        run, flops_per_step=count.flops_per_step if count is not None else None,
-        facts={**run.facts, **flop_facts(count)} if count is not None else run.facts,
-        latency_median_s=latency_median_s,
+        run, latency_median_s=latency_median_s,
         event_median_s=None if event_times_s is None else statistics.median(event_times_s),
         gpu_busy_fraction=None if kernel_s is None else min(1.0, kernel_s / statistics.median(round_times_s)),
     )

@@ -357,21 +357,14 @@ def flop_count(run_step: Callable[[], object]) -> FlopCount:
     return FlopCount(int(counter.get_total_flops()), uncounted_ops(ops.names, counted))
 
 
-def count_flops(run_step: Callable[[], object]) -> int | None:
-    """Floating-point operations of one step (see `flop_count`); None (unknown) when ops ran whose work the counter
-    does not count, never the smaller count: a FlopsUnknownWarning names them."""
-    count = flop_count(run_step)
-    warn_if_unknown(count)
-    return count.flops_per_step
-
-
 def warn_if_unknown(count: FlopCount) -> None:
-    """A FlopsUnknownWarning naming the ops whose work `count` leaves out, where there are any."""
+    """A FlopsUnknownWarning naming the ops whose work `count` leaves out, where there are any: its FLOPs are then
+    unknown (None), never the smaller count."""
     if count.uncounted_ops:
         warnings.warn(FlopsUnknownWarning(
             f"FLOPs unknown: the step runs {', '.join(count.uncounted_ops)}, whose work torch's FlopCounterMode does "
             "not count; flops_per_step and TFLOP/s are left empty rather than reported too small"
-        ), stacklevel=3)
+        ), stacklevel=2)
 
 
 # The facts a result records of its FLOP count (`flop_facts`).

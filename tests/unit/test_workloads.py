@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from perfsuite.matrix.cases import Case
-from perfsuite.run.steps import count_flops, prepare_case
+from perfsuite.run.steps import flop_count, prepare_case
 from perfsuite.workloads import registered_workloads
 from perfsuite.workloads.bert import BertLogits
 from perfsuite.workloads.random_weights import build_on_meta, materialize_random_weights
@@ -68,7 +68,7 @@ def test_random_weight_build_gives_norm_scales_one_and_biases_zero():
 def test_flop_count_of_a_linear_layer_is_two_multiply_adds_per_weight_and_row():
     layer = torch.nn.Linear(64, 32, bias=False)
     x = torch.randn(8, 64)
-    assert count_flops(lambda: layer(x)) == 2 * 8 * 64 * 32
+    assert flop_count(lambda: layer(x)).flops_per_step == 2 * 8 * 64 * 32
 
 
 def test_config_digest_differs_between_profiles():

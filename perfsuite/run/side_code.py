@@ -92,6 +92,15 @@ class ProjectFiles:
         """The same place in the base checkout."""
         return self.base_root / Path(os.path.realpath(path)).relative_to(self.head_root)
 
+    def to_head(self, path: Path) -> Path:
+        """The same place in the head's tree."""
+        return self.head_root / Path(os.path.realpath(path)).relative_to(self.base_root)
+
+    def in_head_tree(self, path: Path) -> bool:
+        """Whether a folder lies in the head's tree (outside the base checkout and installed environments)."""
+        return (_under(path, self.head_root) and not _under(path, self.base_root)
+                and not any(_under(path, place) for place in self.environments))
+
     def in_head(self, path: str | os.PathLike[str]) -> bool:
         real = Path(os.path.realpath(path))
         return _under(real, self.head_root) and not _under(real, self.base_root) and self.is_project_file(real)
@@ -115,7 +124,7 @@ class BaseFinder(importlib.abc.MetaPathFinder):
         moved = []
         for entry in entries:
             real = Path(os.path.realpath(entry or os.getcwd()))
-            if self.files.in_head(real) or (real == self.files.head_root):
+            if self.files.in_head_tree(real):
                 moved.append(str(self.files.to_base(real)))
             elif path is not None:
                 moved.append(entry)
@@ -133,8 +142,12 @@ class BaseFinder(importlib.abc.MetaPathFinder):
             if location and self.files.is_project_file(location):
                 return spec
         other = self._others(fullname, path, target)
+        if other is None and path is not None:  # a submodule of a base package: does the head's package have it?
+            head_path = [str(self.files.to_head(Path(entry))) for entry in path
+                         if _under(Path(os.path.realpath(entry)), self.files.base_root)]
+            other = importlib.machinery.PathFinder.find_spec(fullname, head_path) if head_path else None
         location = _spec_location(other) if other is not None else None
-        if other is None or location is None or not self.files.in_head(location):
+        if other is None or location is None or not self.files.in_head_tree(Path(os.path.realpath(location))):
             return None
         moved = self.files.to_base(Path(location))
         if not moved.exists():
@@ -214,7 +227,7 @@ class SideCode:
         found = []
         for name, module in sorted(self.modules.items()):
             file = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or []), None)
-            if file and self.files.in_head(file):
+            if file and os.path.isabs(file) and self.files.in_head_tree(Path(os.path.realpath(file))):
                 found.append(f"{name} ({file})")
         return found
 

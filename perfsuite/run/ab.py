@@ -337,12 +337,11 @@ def measure_ab(
                 if not workers[number].alive:
                     workers[number].stop(at_once=True)
                     workers[number] = start_workers(plan, base, head, replace(schedule, processes=1), plan.cases,
-                                                    [], folder, results, first_number=number)[0]
+                                                    models, folder, results, first_number=number)[0]
                 handles = [SideHandle(workers[number], base), SideHandle(workers[number], head)]
             else:
                 try:
-                    pair_workers = start_workers(plan, base, head, schedule, order,
-                                                 models if not results.sides else [], folder, results,
+                    pair_workers = start_workers(plan, base, head, schedule, order, models, folder, results,
                                                  first_number=2 * round_index)
                 except AbUnusable as error:
                     if not results.sides:

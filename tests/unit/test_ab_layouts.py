@@ -110,7 +110,7 @@ def test_a_src_layout_installed_editable_runs_the_base_commits_modules(tmp_path:
         "conftest.py": "import mypkg.models  # noqa: F401\n", "test_perf.py": TEST,
     })
     python = editable_environment(tmp_path)
-    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e",
+    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e",
                                 str(root)], capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr
     found = subprocess.run([str(python), "-c", "import mypkg.layers; print(mypkg.layers.__file__)"], cwd=tmp_path,

@@ -4,11 +4,13 @@ table and summary files written (`perfsuite.render.ab`). Baselines are neither r
 against base, measured side by side in this job.
 
 What each side runs: head is the working tree as it is (uncommitted changes included) under this interpreter. The
-base side takes the project's model code from the base checkout (the modules under the project root that define
-each selected model, e.g. its conftest.py, found at the same paths in the base worktree; in perfsuite's own
-repository also the built-in model modules), and with --perf-ab-python runs under that interpreter with its
-torch and libraries. The harness that measures (perfsuite itself) is this process's perfsuite on both sides, so the
-two sides differ only by the code under test.
+base side runs the base checkout's version of every module of the project (`perfsuite.run.side_code`: the modules
+that define each model, what they import from the project, in a src layout installed with `pip install -e .` too;
+in perfsuite's own repository the built-in model modules), and with --perf-ab-python runs under that interpreter
+with its torch and libraries. The harness that measures (perfsuite itself) is this process's perfsuite on both
+sides, so the two sides differ only by the code under test. Where they differ only in Python code, both sides share
+each warm worker process; a compiled project file changed between them, or another interpreter, puts each side in a
+process of its own, and the table says which.
 """
 
 from __future__ import annotations
@@ -19,21 +21,36 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import perfsuite
 from perfsuite.errors import UsageError
-from perfsuite.judge.ab import AbVerdict, judge_ab
+from perfsuite.judge.ab import AB_DEFAULT_TOLERANCE, MAX_BLOCKS, AbVerdict, judge_ab, look
 from perfsuite.records import AbMeasurement, AbSide, Case, Outcome, WorkloadSource
 from perfsuite.render import ab as render
-from perfsuite.run.ab import AbResults, AbUnusable, SideSpec, measure_ab, start_pair
+from perfsuite.run.ab import AbResults, AbSchedule, AbUnusable, SideSpec, measure_ab, start_workers
 from perfsuite.run.plan import SessionPlan
+from perfsuite.run.side_code import EXTENSION_SUFFIXES
 from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store.files import write_text_atomically
-from perfsuite.store.revisions import base_checkout, head_revision, resolve_revision
+from perfsuite.store.revisions import base_checkout, changed_files, head_revision, resolve_revision
 
 SUMMARY_FILES = ("ab.json", "ab.md", "ab.png")
+# Files whose change between the sides means compiled code differs: one process cannot hold both versions.
+COMPILED_SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".h", ".hpp", ".pyx", ".pxd", ".so", ".pyd", ".dylib")
+
+
+def process_pairs_reason(ab_python: str | None, changed: Sequence[str]) -> str | None:
+    """Why the two sides cannot share a process (None: they can): another interpreter, or a compiled file changed."""
+    if ab_python:
+        return f"the base side runs another interpreter ({ab_python})"
+    compiled = [name for name in changed if name.endswith(COMPILED_SOURCE_SUFFIXES + tuple(EXTENSION_SUFFIXES))]
+    if compiled:
+        shown = ", ".join(compiled[:3]) + (f" and {len(compiled) - 3} more" if len(compiled) > 3 else "")
+        return f"compiled code differs between the sides ({shown})"
+    return None
 
 
 def rebased_sources(
@@ -79,17 +96,31 @@ class AbJob:
     base_side: AbSide
     head_side: AbSide
     folder: Path
+    pairs_reason: str | None = None
+    note: str | None = None
     results: AbResults | None = None
     verdicts: dict[str, AbVerdict] = field(default_factory=dict)
     started_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
+    @property
+    def schedule(self) -> AbSchedule:
+        return AbSchedule(self.plan.processes, self.settings.ab_budget_s, MAX_BLOCKS,
+                          in_one_process=self.pairs_reason is None, process_pairs_reason=self.pairs_reason)
+
+    def tolerance(self, case: Case) -> float:
+        settings = self.settings
+        return tolerance_for(case.benchmark_id, case.model, settings.tolerances, settings.cli_tolerance,
+                             default=AB_DEFAULT_TOLERANCE)
+
     def check(self) -> None:
-        """Start one pair of side processes that check every selected model, then stop them; UsageError when a
-        side cannot measure."""
+        """Start one worker (or pair) that checks every selected model on both sides, then stop it; UsageError when
+        a side cannot measure or cannot be sure it runs its own code."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        schedule = replace(self.schedule, processes=1)
         try:
-            for process in start_pair(self.plan, self.base, self.head, [], self.models, self.folder, AbResults()):
-                process.stop()
+            for worker in start_workers(self.plan, self.base, self.head, schedule, [], self.models, self.folder,
+                                        AbResults()):
+                worker.stop()
         except AbUnusable as error:
             self.remove_work_folder()
             raise UsageError(str(error)) from None
@@ -104,8 +135,16 @@ class AbJob:
     def measure(self, show: Callable[[str], None]) -> None:
         """Measure every case on both sides and judge them together."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        family_size = len(self.plan.cases)
+
+        def decided(measurement: AbMeasurement) -> tuple[bool, int]:
+            seen = look(measurement, self.tolerance(measurement.case), family_size)
+            return seen.status is not None, seen.next_windows
+
+        if self.note:
+            show(f"perfsuite A/B: {self.note}")
         try:
-            self.results = measure_ab(self.plan, self.base, self.head, self.folder, show)
+            self.results = measure_ab(self.plan, self.base, self.head, self.folder, show, self.schedule, decided)
         finally:
             self.remove_work_folder()
         for name, side in (("base", "base_side"), ("head", "head_side")):
@@ -118,11 +157,20 @@ class AbJob:
             settings = self.settings
             self.verdicts[key] = judge_ab(
                 self.results.measurements.get(key, AbMeasurement(case, ())), self.results.failures.get(key, []),
-                tolerance_for(key, case.model, settings.tolerances, settings.cli_tolerance),
+                self.tolerance(case),
                 tolerance_for(key, case.model, settings.memory_tolerances, settings.cli_memory_tolerance,
                               memory=True),
-                family_size=len(self.plan.cases),
+                family_size=family_size, budget_s=self.settings.ab_budget_s,
             )
+
+    @property
+    def measuring(self) -> dict[str, Any]:
+        """How the job measured, for ab.json: in one process or pairs (and why), budget and seconds spent."""
+        if self.results is None:
+            return {}
+        return {"in_one_process": self.results.in_one_process,
+                "process_pairs_reason": self.results.process_pairs_reason,
+                "budget_s": self.results.budget_s, "spent_s": self.results.spent_s, "note": self.note}
 
     @property
     def measured(self) -> bool:
@@ -142,7 +190,7 @@ class AbJob:
         measurements = self.results.measurements
         fails = self.settings.inconclusive_fails
         document = render.summary_document(verdicts, measurements, self.base_side, self.head_side, self.started_at,
-                                           fails)
+                                           fails, measuring=self.measuring)
         written = [
             write_text_atomically(summary_dir / "ab.json", render.summary_json(document)),
             write_text_atomically(summary_dir / "ab.md", render.summary_markdown(
@@ -157,8 +205,11 @@ class AbJob:
         if self.results is None:
             return []
         verdicts = list(self.verdicts.values())
-        text = render.render_sides(self.base_side, self.head_side) + "\n" + render.render_table(
-            verdicts, self.results.measurements)
+        results = self.results
+        how = render.measuring_text(results.in_one_process, results.process_pairs_reason, results.spent_s,
+                                    results.budget_s)
+        text = render.render_sides(self.base_side, self.head_side, how) + "\n" + render.render_table(
+            verdicts, results.measurements)
         fails = self.settings.inconclusive_fails
         notable = [render.ab_message(v, fails) for v in verdicts
                    if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs]
@@ -174,9 +225,17 @@ def prepare_ab(settings: Settings, plan: SessionPlan, root: Path) -> AbJob:
     python = settings.ab_python or sys.executable
     base_torch = check_interpreter(python) if settings.ab_python else None
     base_root, label, revision = root, f"python {python}", head_revision(root)
+    changed: list[str] = []
+    note = None
     if settings.ab_revision:
         revision = resolve_revision(root, settings.ab_revision)
         base_root, label = base_checkout(root, revision), settings.ab_revision
+        changed = changed_files(root, revision)
+        head_commit = head_revision(root)
+        if head_commit == revision:
+            note = (f"{settings.ab_revision} is HEAD's own commit ({revision[:12]}) and the working tree has no "
+                    "changes: both sides run the same code, so this job is an A/A check of how well this machine "
+                    "can judge (every case should read unchanged); commit on a branch, or name another base")
     own_repository = Path(perfsuite.__file__).resolve().parent.parent == root.resolve()
     base = SideSpec("base", python, base_root, rebased_sources(plan.workload_sources, root, base_root),
                     builtin_models_from_root=own_repository and base_root != root)
@@ -187,4 +246,5 @@ def prepare_ab(settings: Settings, plan: SessionPlan, root: Path) -> AbJob:
         plan, settings, base, head, AbSide(label, revision, python, base_torch),
         AbSide("head", head_revision(root), sys.executable, torch.__version__),
         folder=Path(tempfile.mkdtemp(prefix="perfsuite-ab-")),
+        pairs_reason=process_pairs_reason(settings.ab_python, changed), note=note,
     )

@@ -382,10 +382,12 @@ class AbSide:
 
 @dataclass(frozen=True)
 class AbPair:
-    """One case measured by one pair of warm processes, a base and a head, in alternating windows: `windows_s` holds
-    (base, head) time per step of each window pair in the order they ran; `base` and `head` are each side's run (its
-    rounds, figures and memory). `one_side_at_a_time`: the case did not fit in device memory twice, so the sides
-    took turns in blocks, each building the case alone (a window pair is then a pair of blocks)."""
+    """One block of an A/B case: the case built and warmed once on each side, then timed in alternating windows.
+    `windows_s` holds (base, head) time per step of each window pair in the order they ran; `base` and `head` are
+    each side's run (its rounds, figures and memory). `in_one_process`: both sides ran in one process (`process`
+    numbers it), else each in a process of its own (a process pair). `one_side_at_a_time`: the case did not fit in
+    device memory twice, so the sides took turns in blocks, each building the case alone (a window pair is then a
+    pair of blocks)."""
 
     windows_s: tuple[tuple[float, float], ...]
     base: Run
@@ -393,18 +395,21 @@ class AbPair:
     base_warmup_s: float
     head_warmup_s: float
     one_side_at_a_time: bool = False
+    process: int = 0
+    in_one_process: bool = False
 
 
 @dataclass(frozen=True)
 class AbMeasurement:
-    """A case measured on both sides of an A/B job: its process `pairs`, the largest difference between the two
-    sides' first outputs (same seed, weights and inputs; None when not compared), and where each side's model was
-    defined (`sources`: base file, head file)."""
+    """A case measured on both sides of an A/B job: its blocks (`pairs`), the largest difference between the two
+    sides' first outputs (same seed, weights and inputs; None when not compared), where each side's model was
+    defined (`sources`: base file, head file), and the `seconds` its blocks took (builds, warm-ups and windows)."""
 
     case: Case
     pairs: tuple[AbPair, ...]
     largest_output_difference: float | None = None
     sources: tuple[str | None, str | None] = (None, None)
+    seconds: float = 0.0
 
     def measurement(self, side: str) -> Measurement:
         """The runs of one side ("base" or "head") as a Measurement."""

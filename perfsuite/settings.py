@@ -7,6 +7,7 @@ flag, or pyproject.toml and its key. Nothing here imports torch.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -45,7 +46,11 @@ DEFAULT_WARMUP_STEPS = 3
 # that imports torch, and each warm-up step is a full training step.
 MAX_PROCESSES = 1000
 # An A/B job measures each case with K pairs of processes (one per side): the replicates its interval is built on.
-AB_DEFAULT_PAIRS = 6
+# An A/B job's processes: warm workers holding both sides (or process pairs), each case measured in at least
+# this many blocks.
+AB_DEFAULT_PAIRS = 2
+# Seconds an A/B job may spend measuring: blocks beyond each case's first K stop when the next round would not fit.
+AB_DEFAULT_BUDGET_S = 300.0
 MIN_AB_PAIRS = 2
 MAX_WARMUP_STEPS = 100_000
 MAX_PYPROJECT_BYTES = 16 * 2**20  # a pyproject.toml is a few kB; more is a wrong file
@@ -99,8 +104,9 @@ OPTIONS = (
            "waits); the gate and A/B judge it (default: step)"),
     Option("warmup", f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})"),
     Option("processes", "measure every case in K fresh processes, interleaved across cases (default: 1, in the "
-           f"pytest process); the gate judges runs, so K >= 3 calibrates it; an A/B job uses K pairs of processes "
-           f"(default {AB_DEFAULT_PAIRS}, at least {MIN_AB_PAIRS})"),
+           f"pytest process); the gate judges runs, so K >= 3 calibrates it; an A/B job starts K warm processes "
+           f"(each holding both sides where it can, else K process pairs) and measures every case in at least K "
+           f"blocks (default {AB_DEFAULT_PAIRS}, at least {MIN_AB_PAIRS})"),
     Option("isolation", "with --perf-processes: case (a fresh process per case, the default) or pass (one process "
            "per shuffled pass over all cases, the default of an A/B job: one pair of processes per pass)"),
     Option("threads", "torch CPU threads in each measuring process (default: torch's)"),
@@ -121,6 +127,9 @@ OPTIONS = (
            "side by side in alternating windows, and judge head against base (no baselines read or written)"),
     Option("ab-python", "A/B against another interpreter (PATH of its python, e.g. with another torch): the base "
            "side runs there, on BASE's code with --perf-ab, else on this working tree"),
+    Option("ab-budget", "seconds an A/B job may spend measuring: each case gets blocks until it is decided, and "
+           f"further rounds stop when the next would not fit (default {AB_DEFAULT_BUDGET_S:.0f}); a case still open "
+           "then is inconclusive, saying how much more would decide it"),
     Option("tolerance", "time band for every case, e.g. 0.15 or 15%% (default 0.10, or [tool.perfsuite.tolerance] "
            "per model or benchmark id)", table=True),
     Option("memory-tolerance", "memory band, e.g. 0.10 (default 0.10, or [tool.perfsuite.memory-tolerance] per "
@@ -158,6 +167,7 @@ class RawSettings:
     summary_dir: Any = None
     ab: Any = None
     ab_python: Any = None
+    ab_budget: Any = None
     tolerance: Any = None
     memory_tolerance: Any = None
 
@@ -199,6 +209,7 @@ class Settings:
     inconclusive_fails: bool = True
     ab_revision: str | None = None
     ab_python: str | None = None
+    ab_budget_s: float = AB_DEFAULT_BUDGET_S
 
     @property
     def ab(self) -> bool:
@@ -315,7 +326,7 @@ def validate_settings(
     processes = _count(raw.processes, where("processes"), minimum=1, default=AB_DEFAULT_PAIRS if ab else 1,
                        maximum=MAX_PROCESSES)
     if ab and processes < MIN_AB_PAIRS:
-        raise UsageError(f"{where('processes')} {processes}: an A/B job needs at least {MIN_AB_PAIRS} process pairs "
+        raise UsageError(f"{where('processes')} {processes}: an A/B job needs at least {MIN_AB_PAIRS} processes "
                          f"to see the spread between processes (default {AB_DEFAULT_PAIRS})")
     if ab and (raw.update_baseline or raw.rebaseline):
         raise UsageError(f"{where('ab')}: an A/B job judges head against base and writes no baselines; record "
@@ -324,6 +335,7 @@ def validate_settings(
         matrix=matrix,
         ab_revision=ab_revision,
         ab_python=ab_python,
+        ab_budget_s=_seconds(raw.ab_budget, where("ab_budget"), AB_DEFAULT_BUDGET_S),
         warmup_steps=_count(
             raw.warmup, where("warmup"), minimum=0, default=DEFAULT_WARMUP_STEPS, maximum=MAX_WARMUP_STEPS
         ),
@@ -395,11 +407,13 @@ def tolerance_for(
     overrides: Mapping[str, float],
     cli_override: float | None = None,
     memory: bool = False,
+    default: float | None = None,
 ) -> float:
     """The band that applies to one benchmark's time (or, with `memory`, its memory figure): the command-line value,
     else the benchmark id's entry in `overrides`, else the model's entry, else `overrides["default"]`, else
-    perfsuite's default (10%)."""
-    default = DEFAULT_MEMORY_TOLERANCE if memory else DEFAULT_TOLERANCE
+    `default` (an A/B job's narrower band), else perfsuite's default (10%)."""
+    if default is None:
+        default = DEFAULT_MEMORY_TOLERANCE if memory else DEFAULT_TOLERANCE
     if cli_override is not None:
         chosen = cli_override
     elif benchmark_id in overrides:
@@ -422,6 +436,19 @@ def _one_name(raw: Any, valid: Sequence[str], where: str) -> str:
     if len(names) != 1:
         raise UsageError(f"{where}: one value, please (got {', '.join(names)}); valid: {', '.join(valid)}")
     return names[0]
+
+
+def _seconds(raw: Any, where: str, default: float) -> float:
+    """A positive, finite number of seconds from text or a TOML number; `default` when not given."""
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where} needs a number of seconds, e.g. 300, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{where} needs a positive number of seconds, e.g. 300, got {raw!r}")
+    return value
 
 
 def _count(raw: Any, where: str, minimum: int, default: _Default, maximum: int | None = None) -> int | _Default:

@@ -54,10 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=4, help="with --ab: batch size (default: %(default)s)")
     parser.add_argument("--profile", default="smoke", help="with --ab: profile (default: %(default)s)")
     parser.add_argument("--dtype", default="fp32", help="with --ab: dtype (default: %(default)s)")
-    parser.add_argument("--factors", default="1.0,1.3",
+    parser.add_argument("--factors", default="1.0,1.05,1.1",
                         help="with --ab: planted slowdowns, 1.0 for A/A (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=10, help="with --ab: jobs per factor (default: %(default)s)")
-    parser.add_argument("--pairs", type=int, default=6, help="with --ab: process pairs per job (default: %(default)s)")
+    parser.add_argument("--pairs", type=int, default=2,
+                        help="with --ab: warm processes per job, each case's least blocks (default: %(default)s)")
     parser.add_argument("--report", nargs="+", metavar="FILE",
                         help="render the report from these selftest files instead of measuring")
     parser.add_argument("--output", default=DEFAULT_REPORT, help="where --report writes (default: %(default)s)")
@@ -97,7 +98,7 @@ def _measure_ab(args: argparse.Namespace) -> int:
     plan = AbSelftestPlan(
         device, args.model, tuple(m.strip() for m in args.modes.split(",") if m.strip()), args.batch_size,
         args.profile, args.dtype, factors, args.repeats, args.pairs, args.max_time_s or 1.0,
-        threads=args.threads or 1,
+        threads=args.threads or 1, budget_s=args.budget_s or 300.0,
     )
     record = run_ab_selftest(plan)
     path = Path(args.out) / f"selftest-ab-{device}.json"

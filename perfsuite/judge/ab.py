@@ -1,20 +1,37 @@
-"""The A/B decision: is the head side slower than the base side, case by case, across the matrix judged together?
+"""The A/B decision: is the head side slower than the base side, case by case, across the matrix judged together,
+looked at after every block until it is decided?
 
-Each process pair alternates short windows of the two sides, so a window pair shares the machine's state of that
-moment; its log ratio head/base cancels what the machine did to both. A pair's estimate is the median of its window
-log ratios (robust to a window that a burst of other work hit). The replicates are the process pairs, not the
-windows: a process's offset (its allocator, memory layout, placement, a JIT's choices) is shared by all its windows,
-so the interval is Student's t over the pair estimates with pairs - 1 degrees of freedom, and more pairs, not more
-windows, narrow it.
+A block builds a case once on each side and alternates short windows of the two (ABBA), so a window pair shares the
+machine's state of that moment; its log ratio head/base cancels what the machine did to both. Where the variance
+lies is estimated per case at two levels:
+- between windows, within a block: a block's estimate is the 20% trimmed mean of its window log ratios (a window
+  that a burst of other work hit weighs little), with its standard error (Tukey and McLaughlin's, from the
+  winsorised variance: `scipy.stats.mstats.trimmed_stde`);
+- between blocks: each block is a fresh build, in another process or the other warm worker, so a placement,
+  allocator or autotuning offset that touched the two sides differently shows as blocks that disagree by more than
+  their own errors. Its variance tau^2 is DerSimonian and Laird's random-effects estimate (Controlled Clinical
+  Trials 7, 1986), and the case's estimate weighs each block by 1 / (its error^2 + tau^2): one bad block widens the
+  interval and weighs less instead of moving the verdict.
+The next block spends where the variance is: longer (more windows) while the window noise dominates, the same length
+(more fresh builds and processes) while the between-block part does.
 
-A matrix of N cases makes N decisions: the intervals are simultaneous at 99% for the whole matrix (Bonferroni: each
-case at 1 - 0.01/N), so an unchanged matrix raises a false alarm in at most 1% of jobs. The floor is the half width
-of that interval as a change in time: the smallest change this job could tell from noise ("detects >= 4% here").
+The error guarantee survives the looking: every case is looked at after each of at most MAX_BLOCKS blocks, and the
+intervals are simultaneous over all looks of all cases of the matrix by Bonferroni's inequality (each look at
+1 - 0.01 / (2 x cases x MAX_BLOCKS) on each side): an alpha-spending design with the error spent evenly over the
+looks (Lan and DeMets, Biometrika 70, 1983, with a constant spending function), so stopping as soon as a case is
+decided keeps the chance of any false alarm in an unchanged matrix at or below 1%.
 
-regressed: the interval lies above 1 and the estimate exceeds the band (the case's tolerance); improved: the mirror
-image; inconclusive: neither, and the floor exceeds the band, so a change of the band's size could have been missed
-(never a pass: it says what would judge it); unchanged: neither, with a floor within the band; errored: a side
-failed or fewer than 2 pairs were measured.
+A case is decided at the first look where, with at least MIN_BLOCKS blocks:
+- regressed: the interval lies above 1, the estimate exceeds the band (the case's tolerance) and every block on its
+  own reads head slower (with only a few blocks, random-effects intervals are optimistic, and a single placement
+  outlier could carry the estimate; this extra condition only ever withholds a verdict); improved: the mirror image;
+- unchanged: the interval lies inside the band, (1 + band)^-1 .. 1 + band.
+When the budget or the block limit ends first, it is inconclusive (never a pass: it says the spread it saw and about
+how much more measuring would decide it); errored: a side failed or fewer than MIN_BLOCKS blocks were measured.
+
+A/B's band defaults to AB_DEFAULT_TOLERANCE (5%), narrower than the history gate's 10%: both sides are measured at
+the same moment on the same machine, so a smaller change is worth failing on; a tolerance given on the command line
+or in [tool.perfsuite] applies to both.
 """
 
 from __future__ import annotations
@@ -25,23 +42,32 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+import numpy as np
 from scipy import stats
+from scipy.stats import mstats
 
 from perfsuite.records import AbMeasurement, Case
 
 AbStatus = Literal["regressed", "improved", "unchanged", "inconclusive", "errored"]
 AB_STATUSES: tuple[AbStatus, ...] = ("regressed", "improved", "unchanged", "inconclusive", "errored")
-# The chance of any false alarm in an unchanged matrix, and of the interval missing the true ratio: 1%, so that a
-# team running A/B on every pull request meets a false alarm about once in a hundred pull requests, not once in 20.
+# The chance of any false alarm in an unchanged matrix, and of an interval missing the true ratio at any look: 1%, so
+# that a team running A/B on every pull request meets a false alarm about once in a hundred pull requests.
 FAMILY_ERROR_RATE = 0.01
-MIN_PAIRS = 2
+MIN_BLOCKS = 2
+MAX_BLOCKS = 16
+AB_DEFAULT_TOLERANCE = 0.05
+TRIM = 0.2
+# The window count of a block never grows past this many times the first block's.
+MAX_WINDOW_GROWTH = 4
 
 
 @dataclass(frozen=True)
 class AbVerdict:
     """The verdict on one case: `ratio` head/base time per step with its simultaneous interval [`ci_low`,
     `ci_high`]; `floor` the smallest change this job could see and `tolerance` the band, as fractions; `pairs` and
-    `windows` the process pairs and window pairs judged; memory per side (the case's own figure, else None) and its
+    `windows` the blocks and window pairs judged, in `processes` processes (`in_one_process`: both sides shared
+    each), taking `seconds`; `between_blocks` and `within_block` the spread seen (log-ratio standard deviation
+    between blocks, and a block's standard error); memory per side (the case's own figure, else None) and its
     status; the largest difference of the two sides' first outputs; `reasons` why it errored; `family_size` the
     cases judged together; `one_side_at_a_time_pairs` the pairs that could not hold the case on both sides at once
     and measured one side at a time."""
@@ -65,6 +91,11 @@ class AbVerdict:
     largest_output_difference: float | None = None
     reasons: tuple[str, ...] = ()
     one_side_at_a_time_pairs: int = 0
+    processes: int = 0
+    in_one_process: bool = False
+    seconds: float = 0.0
+    between_blocks: float | None = None
+    within_block: float | None = None
 
     @property
     def gate_failed(self) -> bool:
@@ -80,15 +111,103 @@ class AbVerdict:
         return {**asdict(self), "reasons": list(self.reasons), "gate_failed": self.gate_failed}
 
 
-def pair_estimate(windows_s: Sequence[tuple[float, float]]) -> float:
-    """The log ratio head/base of one process pair: the median over its window pairs."""
-    return statistics.median(math.log(head_s / base_s) for base_s, head_s in windows_s)
+@dataclass(frozen=True)
+class BlockEstimate:
+    """One block's log ratio head/base (trimmed mean of its windows) and its standard error."""
+
+    log_ratio: float
+    standard_error: float
+    windows: int
 
 
-def t_quantile(pairs: int, family_size: int) -> float:
-    """Student's t quantile for a two-sided interval simultaneous over `family_size` cases, with pairs - 1 degrees
-    of freedom."""
-    return float(stats.t.ppf(1 - FAMILY_ERROR_RATE / (2 * max(family_size, 1)), pairs - 1))
+def block_estimate(windows_s: Sequence[tuple[float, float]]) -> BlockEstimate:
+    """A block's estimate from its (base, head) window pairs; with fewer than 3 windows the error is unknown (inf)."""
+    logs = np.log([head_s / base_s for base_s, head_s in windows_s])
+    if len(logs) < 3:
+        return BlockEstimate(float(np.mean(logs)), math.inf, len(logs))
+    error = float(mstats.trimmed_stde(logs, limits=(TRIM, TRIM)))
+    # Windows that agree to the timer's resolution give an error of 0; a floor keeps the weights finite.
+    return BlockEstimate(float(stats.trim_mean(logs, TRIM)), max(error, 1e-6), len(logs))
+
+
+@dataclass(frozen=True)
+class Combined:
+    """The blocks combined: the estimate of the log ratio, its standard error, the between-block standard deviation
+    tau, and the typical within-block error."""
+
+    log_ratio: float
+    standard_error: float
+    between_blocks: float
+    within_block: float
+
+
+def combine(blocks: Sequence[BlockEstimate]) -> Combined:
+    """DerSimonian and Laird's random-effects combination of the blocks' estimates."""
+    estimates = np.array([block.log_ratio for block in blocks])
+    variances = np.array([block.standard_error ** 2 for block in blocks])
+    within = float(np.sqrt(np.median(variances)))
+    if not np.all(np.isfinite(variances)):
+        return Combined(float(np.mean(estimates)), math.inf, math.nan, within)
+    weights = 1 / variances
+    fixed = float(np.sum(weights * estimates) / np.sum(weights))
+    q = float(np.sum(weights * (estimates - fixed) ** 2))
+    scale = float(np.sum(weights) - np.sum(weights ** 2) / np.sum(weights))
+    tau_squared = max(0.0, (q - (len(blocks) - 1)) / scale) if scale > 0 else 0.0
+    random_weights = 1 / (variances + tau_squared)
+    estimate = float(np.sum(random_weights * estimates) / np.sum(random_weights))
+    return Combined(estimate, float(math.sqrt(1 / np.sum(random_weights))), math.sqrt(tau_squared), within)
+
+
+def z_quantile(family_size: int, max_blocks: int = MAX_BLOCKS) -> float:
+    """The normal quantile of one look's two-sided interval, simultaneous over `family_size` cases and `max_blocks`
+    looks at each."""
+    return float(stats.norm.ppf(1 - FAMILY_ERROR_RATE / (2 * max(family_size, 1) * max_blocks)))
+
+
+def decision(low: float, mean: float, high: float, band: float) -> AbStatus | None:
+    """The verdict an interval [low, high] around `mean` (log ratios) supports against `band` (a fraction), or None
+    while it supports none."""
+    log_band = math.log1p(band)
+    if low > 0 and mean > log_band:
+        return "regressed"
+    if high < 0 and mean < -log_band:
+        return "improved"
+    if low > -log_band and high < log_band:
+        return "unchanged"
+    return None
+
+
+@dataclass(frozen=True)
+class Look:
+    """What the blocks so far say of a case: the decision (None: still open), the interval, and how many windows its
+    next block should take."""
+
+    status: AbStatus | None
+    combined: Combined | None
+    half_width: float
+    next_windows: int
+
+
+def look(measurement: AbMeasurement, tolerance: float, family_size: int, max_blocks: int = MAX_BLOCKS) -> Look:
+    """Look at a case after a block: decided or not, and the next block's windows (doubled, up to
+    MAX_WINDOW_GROWTH times the first's, while the within-block error outweighs the between-block spread)."""
+    measured = [pair for pair in measurement.pairs if pair.windows_s]
+    first_windows = len(measured[0].windows_s) if measured else 0
+    if len(measured) < MIN_BLOCKS:
+        return Look(None, None, math.inf, first_windows)
+    estimates = [block_estimate(pair.windows_s) for pair in measured]
+    combined = combine(estimates)
+    half_width = z_quantile(family_size, max_blocks) * combined.standard_error
+    status = decision(combined.log_ratio - half_width, combined.log_ratio, combined.log_ratio + half_width, tolerance)
+    if status in ("regressed", "improved") and not all(
+        (block.log_ratio > 0) == (status == "regressed") for block in estimates
+    ):
+        status = None  # a block that disagrees on the direction (a placement outlier?): measure more first
+    last = len(measured[-1].windows_s)
+    within_share = combined.within_block ** 2 / max(len(measured), 1)
+    grow = math.isfinite(combined.between_blocks) and within_share > combined.between_blocks ** 2
+    next_windows = min(2 * last, MAX_WINDOW_GROWTH * first_windows) if grow else last
+    return Look(status, combined, half_width, next_windows)
 
 
 def judge_ab(
@@ -97,11 +216,14 @@ def judge_ab(
     tolerance: float,
     memory_tolerance: float,
     family_size: int,
+    budget_s: float | None = None,
+    max_blocks: int = MAX_BLOCKS,
 ) -> AbVerdict:
-    """Judge one case from its pairs (`measurement`; None when no pair measured it) and the messages of the pairs
-    that failed, with the case's band `tolerance` and `memory_tolerance`, among `family_size` cases."""
+    """Judge one case from its blocks (`measurement`; None when no block measured it) and the messages of the blocks
+    that failed, with the case's band `tolerance` and `memory_tolerance`, among `family_size` cases; `budget_s` is
+    the job's budget (said in an inconclusive verdict)."""
     if measurement is None:
-        raise ValueError("judge_ab needs the case's measurement; give an empty one when every pair failed")
+        raise ValueError("judge_ab needs the case's measurement; give an empty one when every block failed")
     case = measurement.case
     measured = [pair for pair in measurement.pairs if pair.windows_s]
     base_windows = [base_s for pair in measured for base_s, _ in pair.windows_s]
@@ -112,33 +234,56 @@ def judge_ab(
         head_median_s=statistics.median(head_windows) if head_windows else None,
         largest_output_difference=measurement.largest_output_difference,
         one_side_at_a_time_pairs=sum(pair.one_side_at_a_time for pair in measured),
+        processes=len({pair.process for pair in measured}),
+        in_one_process=bool(measured) and all(pair.in_one_process for pair in measured),
+        seconds=measurement.seconds,
     )
-    if failures or len(measured) < MIN_PAIRS:
-        reasons = tuple(failures) or (
-            f"{case.benchmark_id}: {len(measured)} process pair(s) measured it; an interval needs at least "
-            f"{MIN_PAIRS} (--perf-processes)",
+    if failures or len(measured) < MIN_BLOCKS:
+        why = tuple(failures) or (
+            f"{case.benchmark_id}: {len(measured)} block(s) measured it; an interval needs at least {MIN_BLOCKS}",
         )
-        return AbVerdict(status="errored", ratio=None, ci_low=None, ci_high=None, floor=None, reasons=reasons,
+        return AbVerdict(status="errored", ratio=None, ci_low=None, ci_high=None, floor=None, reasons=why,
                          **common)  # type: ignore[arg-type]
-    estimates = [pair_estimate(pair.windows_s) for pair in measured]
-    mean = statistics.fmean(estimates)
-    half_width = t_quantile(len(estimates), family_size) * statistics.stdev(estimates) / math.sqrt(len(estimates))
-    low, high = mean - half_width, mean + half_width
-    floor = math.expm1(half_width)
-    band = math.log1p(tolerance)
-    if low > 0 and mean > band:
-        status: AbStatus = "regressed"
-    elif high < 0 and mean < -band:
-        status = "improved"
-    elif floor > tolerance:
-        status = "inconclusive"
-    else:
-        status = "unchanged"
+    seen = look(measurement, tolerance, family_size, max_blocks)
+    combined = seen.combined
+    assert combined is not None
+    status: AbStatus = seen.status or "inconclusive"
+    reasons: tuple[str, ...] = ()
+    if seen.status is None:
+        reasons = (undecided_reason(combined, seen.half_width, tolerance, len(measured), measurement.seconds,
+                                    budget_s, max_blocks),)
     memory = memory_verdict(measurement, memory_tolerance)
     return AbVerdict(
-        status=status, ratio=math.exp(mean), ci_low=math.exp(low), ci_high=math.exp(high), floor=floor,
-        **memory, **common,  # type: ignore[arg-type]
+        status=status, ratio=math.exp(combined.log_ratio), ci_low=math.exp(combined.log_ratio - seen.half_width),
+        ci_high=math.exp(combined.log_ratio + seen.half_width), floor=math.expm1(seen.half_width),
+        between_blocks=combined.between_blocks if math.isfinite(combined.between_blocks) else None,
+        within_block=combined.within_block if math.isfinite(combined.within_block) else None,
+        reasons=reasons, **memory, **common,  # type: ignore[arg-type]
     )
+
+
+def undecided_reason(combined: Combined, half_width: float, tolerance: float, blocks: int, seconds: float,
+                     budget_s: float | None, max_blocks: int) -> str:
+    """Why a case was not decided, the spread seen, and about how much more measuring would decide it: the interval
+    shrinks as 1 / sqrt(blocks), so deciding needs the half width below the distance from the estimate to the
+    nearer decision edge (the band, or 1 beyond it)."""
+    log_band = math.log1p(tolerance)
+    distance = abs(abs(combined.log_ratio) - log_band) if abs(combined.log_ratio) < log_band else abs(
+        combined.log_ratio)
+    factor = (half_width / distance) ** 2 if distance > 0 else math.inf
+    needed_blocks = math.ceil(blocks * factor) if math.isfinite(factor) else None
+    per_block_s = seconds / blocks if blocks else 0.0
+    spread = (f"a block's own error {100 * math.expm1(combined.within_block):.1f}%, between blocks "
+              f"{100 * math.expm1(combined.between_blocks):.1f}%"
+              if math.isfinite(combined.between_blocks) else "spread unknown")
+    if needed_blocks is None or needed_blocks > max_blocks:
+        more = (f"more than the {max_blocks} blocks a case may take: a quieter machine, longer windows "
+                "(--benchmark-max-time) or a wider band would decide it")
+    else:
+        more = (f"about {needed_blocks} blocks ({needed_blocks * per_block_s:.0f} s for this case) would decide it"
+                + (f"; the job's budget was {budget_s:.0f} s (--perf-ab-budget)" if budget_s is not None else ""))
+    return (f"not decided after {blocks} blocks ({seconds:.0f} s): floor {100 * math.expm1(half_width):.1f}% "
+            f"against a band of {100 * tolerance:.1f}% ({spread}); {more}")
 
 
 def memory_verdict(measurement: AbMeasurement, memory_tolerance: float) -> dict[str, Any]:

@@ -37,20 +37,22 @@ def ab_message(verdict: AbVerdict, inconclusive_fails: bool = True) -> str:
     if status == "errored":
         return f"{name}: A/B could not judge it: " + "; ".join(verdict.reasons)
     level = f"{100 * (1 - FAMILY_ERROR_RATE):.0f}% interval over {verdict.family_size} case(s)"
+    where = (f"both sides in each of {verdict.processes} process(es)" if verdict.in_one_process
+             else "each block a process pair")
     seen = (
-        f"head/base {interval_text(verdict)} ({level}; {verdict.pairs} process pairs, {verdict.windows} window "
-        f"pairs); detects >= {_percent(verdict.floor)} here, band {_percent(verdict.tolerance)}"
+        f"head/base {interval_text(verdict)} ({level}; {verdict.pairs} blocks, {where}, {verdict.windows} window "
+        f"pairs, {verdict.seconds:.0f} s); detects >= {_percent(verdict.floor)} here, band "
+        f"{_percent(verdict.tolerance)}"
     )
     sentence = {
         "regressed": "regressed: head is slower than base beyond the band",
         "improved": "improved: head is faster than base beyond the band",
         "unchanged": "unchanged",
         "inconclusive": (
-            "inconclusive: this job could not tell a change of the band's size from noise, so it "
-            + ("fails (a verdict that cannot judge is not a pass; --perf-on-inconclusive warn makes it a warning)"
-               if inconclusive_fails else "is only a warning (--perf-on-inconclusive warn)")
-            + "; more process pairs (--perf-processes), longer windows (--benchmark-max-time) or a quieter machine "
-            "would judge it"
+            "inconclusive: the budget ran out before this job could tell a change of the band's size from noise, so "
+            "it " + ("fails (a verdict that cannot judge is not a pass; --perf-on-inconclusive warn makes it a warning)"
+                     if inconclusive_fails else "is only a warning (--perf-on-inconclusive warn)")
+            + "; " + "; ".join(verdict.reasons)
         ),
     }[status]
     memory = ""
@@ -93,11 +95,20 @@ def render_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMea
     return "\n".join(lines) + "\n"
 
 
-def render_sides(base: AbSide, head: AbSide) -> str:
+def render_sides(base: AbSide, head: AbSide, measuring: str | None = None) -> str:
+    """Each side's revision, interpreter and torch, and how the sides were measured (`measuring`)."""
     return "".join(
         f"{name}: {side.label} ({side.revision or 'no git revision'}), python {side.python}, torch "
         f"{side.torch_version or 'unknown'}\n" for name, side in (("base", base), ("head", head))
-    )
+    ) + (f"measured: {measuring}\n" if measuring else "")
+
+
+def measuring_text(in_one_process: bool, process_pairs_reason: str | None, spent_s: float,
+                   budget_s: float | None) -> str:
+    """How the job measured: both sides in each warm process, or process pairs and why; its seconds and budget."""
+    how = ("both sides in each warm process, alternating windows" if in_one_process
+           else f"each side in a process of its own (process pairs): {process_pairs_reason or 'as asked'}")
+    return how + f"; {spent_s:.0f} s of a {budget_s or 0:.0f} s budget (--perf-ab-budget)"
 
 
 def outcome_line(verdicts: Sequence[AbVerdict], inconclusive_fails: bool = True) -> str:
@@ -111,7 +122,7 @@ def outcome_line(verdicts: Sequence[AbVerdict], inconclusive_fails: bool = True)
 
 def summary_document(
     verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide, head: AbSide,
-    started_at: str, inconclusive_fails: bool = True,
+    started_at: str, inconclusive_fails: bool = True, measuring: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The A/B summary file's content: both sides, whether the job failed, and per case its verdict (and whether it
     fails the job), figures and every window pair."""
@@ -131,7 +142,10 @@ def summary_document(
             "message": ab_message(verdict, inconclusive_fails),
             "base_median_s": verdict.base_median_s, "head_median_s": verdict.head_median_s,
             "ratio": verdict.ratio, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high, "floor": verdict.floor,
-            "tolerance": verdict.tolerance, "pairs": verdict.pairs, "windows": verdict.windows,
+            "tolerance": verdict.tolerance, "pairs": verdict.pairs, "blocks": verdict.pairs,
+            "windows": verdict.windows, "processes": verdict.processes, "in_one_process": verdict.in_one_process,
+            "seconds": verdict.seconds, "between_blocks": verdict.between_blocks,
+            "within_block": verdict.within_block, "reasons": list(verdict.reasons),
             "largest_output_difference": finite(verdict.largest_output_difference),
             "outputs_differ_in_shape": verdict.largest_output_difference == math.inf,
             "memory_figure": verdict.memory_figure, "base_memory_bytes": verdict.base_memory_bytes,
@@ -140,6 +154,7 @@ def summary_document(
             "process_pairs": [
                 {"windows_s": [list(pair) for pair in process_pair.windows_s],
                  "one_side_at_a_time": process_pair.one_side_at_a_time,
+                 "process": process_pair.process, "in_one_process": process_pair.in_one_process,
                  "warmup_s": {"base": process_pair.base_warmup_s, "head": process_pair.head_warmup_s},
                  "steps_per_round": {"base": process_pair.base.steps_per_round,
                                      "head": process_pair.head.steps_per_round}}
@@ -153,6 +168,7 @@ def summary_document(
         "head": {"label": head.label, "revision": head.revision, "python": head.python,
                  "torch_version": head.torch_version},
         "family_error_rate": FAMILY_ERROR_RATE, "inconclusive_fails": inconclusive_fails,
+        "measuring": dict(measuring or {}),
         "job_failed": any(verdict.fails_job(inconclusive_fails) for verdict in verdicts), "cases": cases,
     }
 

@@ -1,15 +1,20 @@
-"""A/B measuring: the cases of a plan measured on two sides, base and head, by pairs of warm worker processes
-(`perfsuite.run.ab_worker`) in alternating windows.
+"""A/B measuring: the cases of a plan measured on two sides, base and head, in blocks, until each case is decided
+or the job's budget is spent.
 
-For each of the plan's K passes (in its shuffled order) a pair of processes starts, one per side, both alive at once;
-each case is built and warmed on both sides (compilation included, its seconds kept per side), then the sides take
-turns running short windows of rounds, in ABBA order (AB, BA, AB, ...), so that both see the machine of the same
-moment; only one side computes at a time. The window pairs, each side's rounds and memory figures, and (in the first
-pair) the two sides' first outputs for the numbers check come back. With `isolation="case"` each case has a fresh
-pair of its own; with `"pass"` one pair measures a whole pass.
+A block builds and warms a case on both sides (compilation included, its seconds kept per side), then the sides take
+turns running short windows of rounds in ABBA order (AB, BA, AB, ...), so that both see the machine of the same
+moment; only one side computes at a time. Where base and head differ only in Python code (no other interpreter, no
+compiled project module), one warm worker process holds both sides (`perfsuite.run.side_code` keeps each side's
+code its own) and the K workers, started together, take turns at the blocks: a process's placement, allocator and
+clocks then touch both sides alike instead of adding to their difference. Otherwise each block runs in a pair of
+processes, one per side (`--perf-ab-python`, or a compiled project module), and the table says so.
 
-Before anything is measured the first pair says what each side runs (interpreter, torch) and whether each side finds
-every model; a side that cannot is an `AbUnusable` error naming what is missing.
+After each block the caller's `look` says whether the case is decided and how many windows its next block should
+take; the cases still open get another block in the next round (each round in its own shuffled order), until every
+case is decided, a case has `max_blocks`, or the next round would not fit in the budget (each case's first K blocks
+are always measured: no verdict comes from fewer). Before anything is measured the workers say what each side runs
+(interpreter, torch) and whether each side finds every model; a side that cannot, or a base that would run the
+head's code, is an `AbUnusable` error naming what is wrong.
 """
 
 from __future__ import annotations
@@ -31,14 +36,17 @@ from perfsuite.records import AbMeasurement, AbPair, Case, Run, WorkloadSource
 from perfsuite.run.plan import SessionPlan
 from perfsuite.run.wire import outcome_from_json, run_from_json
 
-# Each side's measuring time per case and pair is the rounds' max_time_s (pytest-benchmark's --benchmark-max-time),
-# cut into about WINDOWS windows per side; a window holds at least MIN_ROUNDS_PER_WINDOW rounds.
+# A block's windows per side: about WINDOWS of them in the rounds' max_time_s (pytest-benchmark's
+# --benchmark-max-time), each at least MIN_ROUNDS_PER_WINDOW rounds long, and at least MIN_WINDOWS.
 WINDOWS = 8
 MIN_WINDOWS = 4
 MIN_ROUNDS_PER_WINDOW = 2
 # How long a request may take before the side is declared stuck (a build with compilation included).
 REQUEST_TIMEOUT_S = 1800
 _ERROR_TAIL_CHARACTERS = 1500
+
+# What `look` answers after each block: (decided, windows for the case's next block).
+Look = tuple[bool, int]
 
 
 class AbUnusable(Exception):
@@ -61,22 +69,41 @@ class SideSpec:
 
 @dataclass
 class AbResults:
-    """What an A/B job measured: per case its measurement (pairs that measured it) and the failures of the others;
-    what each side reported of itself (interpreter, versions)."""
+    """What an A/B job measured: per case its measurement (the blocks that measured it) and the failures of the
+    others; what each side reported of itself (interpreter, versions); whether the sides shared a process
+    (`in_one_process`, else `process_pairs_reason` says why not); the budget and the seconds spent."""
 
     measurements: dict[str, AbMeasurement] = field(default_factory=dict)
     failures: dict[str, list[str]] = field(default_factory=dict)
     sides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    in_one_process: bool = False
+    process_pairs_reason: str | None = None
+    budget_s: float | None = None
+    spent_s: float = 0.0
 
 
-class SideProcess:
-    """One warm worker process of one side, answering one request at a time."""
+@dataclass(frozen=True)
+class AbSchedule:
+    """How an A/B job spends its time: `processes` (K) warm workers holding both sides, or K process pairs when
+    `in_one_process` is off (`process_pairs_reason` says why); each case gets at least K blocks and at most
+    `max_blocks`; further rounds only while they fit in `budget_s`."""
 
-    def __init__(self, side: SideSpec, spec: Mapping[str, Any], folder: Path) -> None:
-        self.side = side
-        spec_path = folder / f"{side.name}-spec.json"
+    processes: int
+    budget_s: float
+    max_blocks: int
+    in_one_process: bool = True
+    process_pairs_reason: str | None = None
+
+
+class Worker:
+    """One warm worker process holding one side or both (`sides`), answering one request at a time."""
+
+    def __init__(self, sides: Sequence[SideSpec], spec: Mapping[str, Any], folder: Path, number: int) -> None:
+        self.sides, self.number = list(sides), number
+        self.label = "+".join(side.name for side in sides)
+        spec_path = folder / f"worker-{number}-{self.label}-spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        self.log_path = folder / f"{side.name}-{os.getpid()}-{time.monotonic_ns()}.log"
+        self.log_path = folder / f"worker-{number}-{self.label}-{os.getpid()}-{time.monotonic_ns()}.log"
         self.log = self.log_path.open("w", encoding="utf-8")
         harness = harness_folder(folder)
         starter = (
@@ -84,17 +111,20 @@ class SideProcess:
             f"sys.exit(main([{str(spec_path)!r}]))"
         )
         self.process = subprocess.Popen(
-            [side.python, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-            text=True, cwd=side.root, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [sides[0].python, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            text=True, cwd=sides[0].root, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self._hello: dict[str, Any] | None = None
 
     @property
     def hello(self) -> dict[str, Any]:
-        """What the worker said of itself when it was ready (read on first use, so both sides start at once)."""
+        """What the worker said of itself when it was ready (read on first use, so workers start at once)."""
         if self._hello is None:
             self._hello = self.read()
         return self._hello
+
+    def describe(self) -> str:
+        return f"the {self.label} worker ({self.sides[0].python}, in {self.sides[0].root})"
 
     def read(self) -> dict[str, Any]:
         assert self.process.stdout is not None
@@ -102,26 +132,40 @@ class SideProcess:
         if not line:
             self.process.wait(timeout=60)
             raise AbUnusable(
-                f"the {self.side.name} side's worker ({self.side.python}, in {self.side.root}) exited with status "
-                f"{self.process.returncode}: {self.output_tail() or '(no output)'}"
+                f"{self.describe()} exited with status {self.process.returncode}: {self.output_tail() or '(no output)'}"
             )
-        reply: dict[str, Any] = json.loads(line)
+        try:
+            reply: dict[str, Any] = json.loads(line)
+        except json.JSONDecodeError:
+            raise AbUnusable(f"{self.describe()} answered something that is not a reply: {line[:200]!r}") from None
         return reply
 
     def request(self, document: Mapping[str, Any]) -> dict[str, Any]:
         stdin: IO[str] | None = self.process.stdin
         assert stdin is not None
-        stdin.write(json.dumps(document) + "\n")
-        stdin.flush()
+        try:
+            stdin.write(json.dumps(document) + "\n")
+            stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            self.process.poll()
+            raise AbUnusable(f"{self.describe()} is gone (exit status {self.process.returncode}): "
+                             f"{self.output_tail() or '(no output)'}") from None
         return self.read()
 
     def output_tail(self) -> str:
         self.log.flush()
         return self.log_path.read_text(encoding="utf-8", errors="replace").strip()[-_ERROR_TAIL_CHARACTERS:]
 
-    def stop(self) -> None:
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, at_once: bool = False) -> None:
+        """Ask the worker to exit (kill it if it does not within 30 s); `at_once` kills it (an interrupted job)."""
         if self.process.poll() is None:
             try:
+                if at_once:
+                    raise subprocess.TimeoutExpired("", 0)
                 assert self.process.stdin is not None
                 self.process.stdin.write(json.dumps({"op": "exit"}) + "\n")
                 self.process.stdin.close()
@@ -132,8 +176,23 @@ class SideProcess:
         self.log.close()
 
 
+@dataclass
+class SideHandle:
+    """One side in a worker: its requests name the side."""
+
+    worker: Worker
+    side: SideSpec
+
+    def request(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        return self.worker.request({**document, "side": self.side.name})
+
+    @property
+    def alive(self) -> bool:
+        return self.worker.alive
+
+
 def harness_folder(folder: Path) -> Path:
-    """A folder holding only this process's perfsuite package (a link), first on each side's path: both sides run
+    """A folder holding only this process's perfsuite package (a link), first on each worker's path: both sides run
     the same harness, and another interpreter keeps its own torch and libraries."""
     harness = folder / "harness"
     link = harness / "perfsuite"
@@ -143,15 +202,22 @@ def harness_folder(folder: Path) -> Path:
     return harness
 
 
-def worker_spec(plan: SessionPlan, side: SideSpec, cases: Sequence[Case], check_models: Sequence[str]) -> dict:
+def worker_spec(plan: SessionPlan, sides: Sequence[SideSpec], head_root: Path, cases: Sequence[Case],
+                check_models: Sequence[str]) -> dict[str, Any]:
+    from perfsuite.workloads import MODEL_MODULES
+
+    own_repository = any(side.builtin_models_from_root for side in sides)
     return {
-        "sys_path": [str(side.root)], "threads": plan.threads, "warmup_steps": plan.measure.warmup_steps,
+        "threads": plan.threads, "warmup_steps": plan.measure.warmup_steps,
         "ddp_processes": plan.measure.ddp_processes, "figure": plan.measure.figure,
         "rounds": {"min_rounds": plan.rounds.min_rounds, "max_time_s": plan.rounds.max_time_s,
                    "min_time_s": plan.rounds.min_time_s},
         "fresh_process": len(cases) == 1,
-        "workload_sources": {name: list(sources) for name, sources in side.workload_sources.items()},
-        "builtin_models_root": str(side.root) if side.builtin_models_from_root else None,
+        "head_root": str(head_root),
+        "model_modules": list(MODEL_MODULES) if own_repository else [],
+        "sides": [{"name": side.name, "root": str(side.root),
+                   "workload_sources": {name: list(sources) for name, sources in side.workload_sources.items()}}
+                  for side in sides],
         "check_models": list(check_models),
     }
 
@@ -177,93 +243,171 @@ def largest_difference(base_path: Path, head_path: Path) -> float | None:
     return max(differences, default=0.0)
 
 
-def measure_ab(
-    plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[str], None] = print
-) -> AbResults:
-    """Measure every case of `plan` on both sides, K = plan.processes pairs; working files go under `folder`."""
-    results = AbResults()
-    folder.mkdir(parents=True, exist_ok=True)
-    started_s = time.perf_counter()
-    models = sorted({case.model for case in plan.cases})
-    pairs: dict[str, list[AbPair]] = {case.benchmark_id: [] for case in plan.cases}
-    differences: dict[str, float | None] = {}
-    sources: dict[str, tuple[str | None, str | None]] = {}
-    total, done = len(plan.cases) * plan.processes, 0
-    for index, pass_cases in enumerate(plan.passes()):
-        order = random.Random(plan.seed * 7919 + index)
-        for batch in plan.worker_batches(pass_cases):
-            check = models if not results.sides else sorted({case.model for case in batch})
-            try:
-                sides = start_pair(plan, base, head, batch, check, folder, results)
-            except AbUnusable as error:
-                if not results.sides:
-                    raise
-                for case in batch:
-                    results.failures.setdefault(case.benchmark_id, []).append(str(error))
-                continue
-            try:
-                for case in batch:
-                    outcome = measure_case_pair(plan, case, sides, order, folder, first=index == 0)
-                    done += 1
-                    if isinstance(outcome, str):
-                        results.failures.setdefault(case.benchmark_id, []).append(outcome)
-                        show(f"perfsuite A/B: pair {index + 1}/{plan.processes} {case.benchmark_id}: {outcome}")
-                        continue
-                    pair, difference, case_sources = outcome
-                    pairs[case.benchmark_id].append(pair)
-                    if index == 0:
-                        differences[case.benchmark_id], sources[case.benchmark_id] = difference, case_sources
-                    ratios = [head_s / base_s for base_s, head_s in pair.windows_s]
-                    show(
-                        f"perfsuite A/B: pair {index + 1}/{plan.processes} {case.benchmark_id}: head/base "
-                        f"{statistics.median(ratios):.3f} over {len(ratios)} window pairs "
-                        f"({done}/{total}, {time.perf_counter() - started_s:.0f} s)"
-                    )
-            finally:
-                for side in sides:
-                    side.stop()
-    for case in plan.cases:
-        key = case.benchmark_id
-        results.measurements[key] = AbMeasurement(
-            case, tuple(pairs[key]), differences.get(key), sources.get(key, (None, None))
-        )
-    return results
-
-
-def start_pair(
-    plan: SessionPlan, base: SideSpec, head: SideSpec, batch: Sequence[Case], check_models: Sequence[str],
-    folder: Path, results: AbResults,
-) -> list[SideProcess]:
-    """Start a worker of each side for `batch` (both at once); the first pair also checks every model on both sides
-    and records what each side runs. Raises AbUnusable when a side cannot measure."""
-    started: list[SideProcess] = []
+def start_workers(
+    plan: SessionPlan, base: SideSpec, head: SideSpec, schedule: AbSchedule, cases: Sequence[Case],
+    check_models: Sequence[str], folder: Path, results: AbResults, first_number: int = 0,
+) -> list[Worker]:
+    """Start the job's workers at once: K holding both sides, or one pair (base, head) of one side each. Checks what
+    each says (every model found, no base module from the head's tree) and records what each side runs; raises
+    AbUnusable when a side cannot measure."""
+    groups = [[base, head]] * schedule.processes if schedule.in_one_process else [[base], [head]]
+    started: list[Worker] = []
     try:
-        for side in (base, head):
-            started.append(SideProcess(side, worker_spec(plan, side, batch, check_models), folder))
-        for process in started:
-            hello = process.hello
-            if hello.get("missing"):
-                lines = "; ".join(f"{model}: {why}" for model, why in hello["missing"].items())
-                raise AbUnusable(
-                    f"the {process.side.name} side ({process.side.root}) does not have every selected model: {lines}; "
-                    "choose models both sides have (--perf-model) or another base"
-                )
-            results.sides.setdefault(process.side.name, hello)
+        for offset, sides in enumerate(groups):
+            started.append(Worker(sides, worker_spec(plan, sides, head.root, cases, check_models), folder,
+                                  first_number + offset))
+        for worker in started:
+            check_hello(worker, results)
     except BaseException:
-        for process in started:
-            process.stop()
+        for worker in started:
+            worker.stop(at_once=True)
         raise
     return started
 
 
+def check_hello(worker: Worker, results: AbResults) -> None:
+    hello = worker.hello
+    for side in worker.sides:
+        report = hello.get("sides", {}).get(side.name, {})
+        if report.get("missing"):
+            lines = "; ".join(f"{model}: {why}" for model, why in report["missing"].items())
+            raise AbUnusable(
+                f"the {side.name} side ({side.root}) does not have every selected model: {lines}; "
+                "choose models both sides have (--perf-model) or another base"
+            )
+        if report.get("leaks"):
+            raise AbUnusable(
+                f"the {side.name} side ({side.root}) would run the head's code, not its own: "
+                f"{', '.join(report['leaks'])} came from the head's tree; perfsuite refuses to compare head with head "
+                "(report this layout; --perf-ab-python with an environment that has the base installed works)"
+            )
+        if report.get("extensions") and len(worker.sides) > 1:
+            raise OneProcessRefused(
+                f"compiled project modules ({', '.join(report['extensions'])}) cannot be loaded twice in one process"
+            )
+        results.sides.setdefault(side.name, {key: hello.get(key) for key in ("python", "python_version",
+                                                                           "torch_version")})
+
+
+class OneProcessRefused(AbUnusable):
+    """The sides cannot share a process (compiled project modules): the job measures in process pairs instead."""
+
+
+def measure_ab(
+    plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[str], None],
+    schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
+) -> AbResults:
+    """Measure the cases of `plan` on both sides in blocks until `look` calls each decided, or `schedule`'s budget
+    or block limit ends it; working files go under `folder`."""
+    results = AbResults(budget_s=schedule.budget_s)
+    folder.mkdir(parents=True, exist_ok=True)
+    started_s = time.perf_counter()
+    models = sorted({case.model for case in plan.cases})
+    if schedule.in_one_process:
+        try:
+            workers = start_workers(plan, base, head, schedule, plan.cases, models, folder, results)
+        except OneProcessRefused as refused:
+            results.sides.clear()
+            schedule = replace(schedule, in_one_process=False, process_pairs_reason=str(refused))
+            workers = []
+    else:
+        workers = []
+    results.in_one_process = schedule.in_one_process
+    results.process_pairs_reason = schedule.process_pairs_reason
+    blocks: dict[str, list[AbPair]] = {case.benchmark_id: [] for case in plan.cases}
+    seconds: dict[str, float] = {case.benchmark_id: 0.0 for case in plan.cases}
+    windows_next: dict[str, int | None] = {case.benchmark_id: None for case in plan.cases}
+    differences: dict[str, float | None] = {}
+    sources: dict[str, tuple[str | None, str | None]] = {}
+    open_cases = list(plan.cases)
+    interrupted = False
+    try:
+        for round_index in range(schedule.max_blocks):
+            if not open_cases:
+                break
+            if round_index >= schedule.processes:
+                expected_s = sum(seconds[c.benchmark_id] / max(len(blocks[c.benchmark_id]), 1) for c in open_cases)
+                if time.perf_counter() - started_s + expected_s > schedule.budget_s:
+                    break
+            order = list(open_cases)
+            random.Random(plan.seed * 7919 + round_index).shuffle(order)
+            pair_workers: list[Worker] = []
+            if schedule.in_one_process:
+                number = round_index % len(workers)
+                if not workers[number].alive:
+                    workers[number].stop(at_once=True)
+                    workers[number] = start_workers(plan, base, head, replace(schedule, processes=1), plan.cases,
+                                                    models, folder, results, first_number=number)[0]
+                handles = [SideHandle(workers[number], base), SideHandle(workers[number], head)]
+            else:
+                try:
+                    pair_workers = start_workers(plan, base, head, schedule, order, models, folder, results,
+                                                 first_number=2 * round_index)
+                except AbUnusable as error:
+                    if not results.sides:
+                        raise
+                    for case in order:
+                        results.failures.setdefault(case.benchmark_id, []).append(str(error))
+                    continue
+                handles = [SideHandle(pair_workers[0], base), SideHandle(pair_workers[1], head)]
+                number = round_index
+            rng = random.Random(plan.seed * 104729 + round_index)
+            try:
+                for case in order:
+                    key = case.benchmark_id
+                    first = not blocks[key]
+                    case_started_s = time.perf_counter()
+                    outcome = measure_case_pair(plan, case, handles, rng, folder, first=first,
+                                                windows=windows_next[key])
+                    seconds[key] += time.perf_counter() - case_started_s
+                    if isinstance(outcome, str):
+                        results.failures.setdefault(key, []).append(outcome)
+                        open_cases.remove(case)
+                        show(f"perfsuite A/B: {key} block {len(blocks[key]) + 1}: {outcome}")
+                        continue
+                    block, difference, case_sources = outcome
+                    blocks[key].append(replace(block, process=number, in_one_process=schedule.in_one_process))
+                    if first:
+                        differences[key], sources[key] = difference, case_sources
+                    measurement = AbMeasurement(case, tuple(blocks[key]), differences.get(key),
+                                                sources.get(key, (None, None)), seconds[key])
+                    decided, windows_next[key] = look(measurement)
+                    ratios = [head_s / base_s for base_s, head_s in block.windows_s]
+                    show(
+                        f"perfsuite A/B: {key} block {len(blocks[key])}: head/base {statistics.median(ratios):.3f} "
+                        f"over {len(ratios)} window pairs{' (decided)' if decided else ''} "
+                        f"({time.perf_counter() - started_s:.0f} s of {schedule.budget_s:.0f} s)"
+                    )
+                    if decided and len(blocks[key]) >= schedule.processes:
+                        open_cases.remove(case)
+            finally:
+                for worker in pair_workers:
+                    worker.stop()
+    except BaseException:
+        interrupted = True
+        raise
+    finally:
+        for worker in workers:
+            worker.stop(at_once=interrupted)
+        results.spent_s = time.perf_counter() - started_s
+    for case in plan.cases:
+        key = case.benchmark_id
+        results.measurements[key] = AbMeasurement(
+            case, tuple(blocks[key]), differences.get(key), sources.get(key, (None, None)), seconds[key]
+        )
+    return results
+
+
 def measure_case_pair(
-    plan: SessionPlan, case: Case, sides: Sequence[SideProcess], order: random.Random, folder: Path, first: bool
+    plan: SessionPlan, case: Case, sides: Sequence[SideHandle], order: random.Random, folder: Path, first: bool,
+    windows: int | None = None,
 ) -> tuple[AbPair, float | None, tuple[str | None, str | None]] | str:
-    """One case on one pair: opened on both sides, windows in ABBA order, closed on both. Returns the pair, the
-    largest output difference (first pair only) and each side's model file; or the failure message."""
+    """One block of a case: opened on both sides, `windows` window pairs (default: the window plan's) in ABBA order,
+    closed on both. Returns the block, the largest output difference (first block only) and each side's model file;
+    or the failure message."""
     base, head = sides
     outputs = {side.side.name: folder / f"{side.side.name}-{case.benchmark_id}.pt" for side in sides}
-    opened: list[SideProcess] = []
+    opened: list[SideHandle] = []
     replies: dict[str, dict[str, Any]] = {}
     try:
         for side in order.sample(list(sides), 2):
@@ -283,7 +427,8 @@ def measure_case_pair(
             replies[side.side.name] = reply
         step_s = max(replies[name]["step_s"] for name in replies)
         steps = max(replies[name]["steps_per_round"] for name in replies)
-        window_s, windows = window_plan(step_s, steps, plan.rounds.max_time_s)
+        window_s, planned = window_plan(step_s, steps, plan.rounds.max_time_s)
+        windows = windows or planned
         start = order.randrange(2)
         windows_s: list[tuple[float, float]] = []
         for index in range(windows):
@@ -304,9 +449,12 @@ def measure_case_pair(
             runs[side.side.name] = run_from_json(reply["run"])
     except AbUnusable as died:
         return str(died)
+    except KeyboardInterrupt:
+        opened.clear()  # stopping: the workers are killed, not asked to close
+        raise
     finally:
         for side in opened:
-            if side.process.poll() is None:
+            if side.alive:
                 side.request({"op": "close"})
     difference = largest_difference(outputs["base"], outputs["head"]) if first else None
     pair = AbPair(tuple(windows_s), runs["base"], runs["head"], replies["base"]["warmup_s"],
@@ -319,7 +467,7 @@ ONE_SIDE_BLOCKS = 4
 
 
 def one_side_at_a_time(
-    plan: SessionPlan, case: Case, sides: Sequence[SideProcess], order: random.Random
+    plan: SessionPlan, case: Case, sides: Sequence[SideHandle], order: random.Random
 ) -> tuple[AbPair, dict[str, dict[str, Any]]] | str:
     """The fallback when the case does not fit in device memory twice: the sides take turns in ABBA blocks, each
     block building and warming the case on one side alone, timing its windows and closing it. A block's value is

@@ -1,70 +1,78 @@
-"""A warm measuring process of one A/B side: `python -m perfsuite.run.ab_worker SPEC.json` answers requests, one
-JSON line each on its standard input, with one JSON line each on its standard output:
+"""A warm measuring process of an A/B job: `python -m perfsuite.run.ab_worker SPEC.json` holds one side or both
+(`perfsuite.run.side_code`: each side's own project code, the base's taken from the base checkout) and answers
+requests, one JSON line each on its standard input, with one JSON line each on its standard output:
 
-- `{"op": "open", "case": {...}, "output_path": P}`: build and warm the case (`perfsuite.run.measure.open_case`, as
-  every measuring path does); reply its warm-up seconds, the steps of a round and the file its model came from; when
-  `output_path` is given, the first warm-up step's output is saved there for the numbers check;
-- `{"op": "window", "duration_s": D}`: time rounds for about D seconds; reply each round's time per step;
-- `{"op": "close"}`: reply the case's run (every round of its windows, its memory figures) and release it;
+- `{"op": "open", "side": S, "case": {...}, "output_path": P}`: build and warm the case on side S
+  (`perfsuite.run.measure.open_case`, as every measuring path does); reply its warm-up seconds, the steps of a round
+  and the file its model came from; when `output_path` is given, the first warm-up step's output is saved there for
+  the numbers check;
+- `{"op": "window", "side": S, "duration_s": D}`: time rounds of side S's open case for about D seconds; reply each
+  round's time per step;
+- `{"op": "close", "side": S}`: reply side S's run of the case (every round of its windows, its memory figures) and
+  release it;
 - `{"op": "exit"}`.
 
-A failure replies `{"ok": false, "outcome": ...}` (the same Failure every path gives) and the process goes on. The
-model's own prints go to standard error, so they never garble a reply. The spec says which checkout the models come
-from: its `sys_path` first on the path, and for perfsuite's own repository (`builtin_models_root`) the built-in
-model modules of that checkout while the harness stays this process's perfsuite.
+Every request runs with its side's code current (its modules, workload registry and checkout), so a module the
+model imports lazily during a step is that side's too. A failure replies `{"ok": false, "outcome": ...}` (the same
+Failure every path gives) and the process goes on. The model's own prints go to standard error, so they never garble
+a reply. The first reply says what the process runs: interpreter, torch, and per side the models it cannot find and
+the modules it could not be sure of (`leaks`: a base module taken from the head's tree; `extensions`: compiled
+project modules, which one process cannot hold twice).
 """
 
 from __future__ import annotations
 
-import gc
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import inspect
 import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import IO, Any
 
 from perfsuite.records import Case
 from perfsuite.run.lifetime import watch_parent
 from perfsuite.run.plan import MeasureSettings, RoundSettings
+from perfsuite.run.side_code import BaseFinder, ProjectFiles, SideCode, source_folders, workload_files
 
 
-class BuiltinModelsFrom(importlib.abc.MetaPathFinder):
-    """Imports the built-in model modules (`perfsuite.workloads.MODEL_MODULES`) from another checkout's
-    perfsuite/workloads folder, under their own names; every other perfsuite module stays this process's."""
+def make_sides(spec: Mapping[str, Any]) -> dict[str, SideCode]:
+    """The sides of `spec`, each with its path entries, and the base's finder where it runs a base checkout."""
+    head_root = Path(spec["head_root"]).resolve()
+    sides = {}
+    for side in spec["sides"]:
+        root = Path(side["root"]).resolve()
+        files = ProjectFiles(head_root, root, frozenset(spec.get("model_modules", ())))
+        rebased = root != head_root
+        entries = [str(root)] + source_folders(workload_files(side["workload_sources"]))
+        sides[side["name"]] = SideCode(
+            side["name"], root, files, BaseFinder(files) if rebased else None,
+            registry=({}, False, False), path_entries=tuple(entries),
+        )
+    return sides
 
-    def __init__(self, workloads_folder: Path, names: Sequence[str]) -> None:
-        self.workloads_folder, self.names = workloads_folder, set(names)
 
-    def find_spec(self, fullname: str, path: Any = None, target: ModuleType | None = None) -> Any:
-        if fullname not in self.names:
-            return None
-        file = self.workloads_folder / f"{fullname.rsplit('.', 1)[1]}.py"
-        if not file.is_file():
-            return None
-        return importlib.util.spec_from_file_location(fullname, file)
-
-
-def hello(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """This side's interpreter and torch, and the models of `check_models` it cannot find (name: why)."""
+def hello(spec: Mapping[str, Any], sides: Mapping[str, SideCode]) -> dict[str, Any]:
+    """This process's interpreter and torch; per side the models of `check_models` it cannot find (name: why), the
+    base modules it took from the head's tree, and compiled project modules."""
     import torch
 
     from perfsuite.workloads.sources import find_workload
 
-    missing = {}
-    for model in spec.get("check_models", []):
-        try:
-            find_workload(model, spec["workload_sources"].get(model, []))
-        except Exception as error:
-            missing[model] = str(error)
+    reports: dict[str, Any] = {}
+    for side_spec in spec["sides"]:
+        side = sides[side_spec["name"]]
+        missing = {}
+        with side.active():
+            for model in spec.get("check_models", []):
+                try:
+                    find_workload(model, side_spec["workload_sources"].get(model, []))
+                except Exception as error:
+                    missing[model] = str(error)
+        reports[side.name] = {"missing": missing, "leaks": side.leaks(), "extensions": side.extension_modules()}
     return {"ok": True, "python": sys.executable, "python_version": sys.version.split()[0],
-            "torch_version": torch.__version__, "missing": missing}
+            "torch_version": torch.__version__, "sides": reports}
 
 
 def source_file(case: Case) -> str | None:
@@ -106,55 +114,54 @@ def serve(spec: Mapping[str, Any], requests: IO[str], replies: IO[str]) -> int:
                                fresh_process=bool(spec.get("fresh_process")), figure=spec["figure"],
                                count_flops=False)
     rounds = RoundSettings(**spec["rounds"])
-    warm: WarmCase | None = None
-    round_times_s: list[float] = []
+    sides = make_sides(spec)
+    warm: dict[str, WarmCase] = {}
+    round_times_s: dict[str, list[float]] = {}
 
     def reply(document: Mapping[str, Any]) -> None:
         replies.write(json.dumps(document) + "\n")
         replies.flush()
 
-    reply(hello(spec))
+    reply(hello(spec, sides))
     for line in requests:
         request = json.loads(line)
         op = request["op"]
         if op == "exit":
             break
+        name = request.get("side", next(iter(sides)))
         try:
-            if op == "open":
-                case = Case(**request["case"])
-                started_s = time.perf_counter()
-                warm = open_case(case, settings, rounds)
-                warm.device.reset_memory_peak()
-                round_times_s = []
-                if request.get("output_path"):
-                    save_output(warm.first_output, request["output_path"])
-                reply({"ok": True, "open_s": time.perf_counter() - started_s, "warmup_s": warm.warmup_total_s,
-                       "steps_per_round": warm.steps_per_round, "step_s": warm.step_s, "source": source_file(case)})
-            elif op == "window":
-                assert warm is not None, "window before open"
-                times_s = warm.time_rounds(float(request["duration_s"]))
-                round_times_s += times_s
-                reply({"ok": True, "times_s": times_s})
-            elif op == "close":
-                assert warm is not None, "close before open"
-                warm.check_no_compilation()
-                run = warm.run_of(round_times_s, settings.fresh_process)
-                device = warm.device
-                warm.close()
-                warm = None
-                gc.collect()  # what the case held is freed before the next case (or the other side) builds
-                device.free_cached_memory()
-                reply({"ok": True, "run": run_to_json(run)})
-            else:
-                raise ValueError(f"unknown request {op!r}")
+            with sides[name].active():
+                if op == "open":
+                    case = Case(**request["case"])
+                    started_s = time.perf_counter()
+                    warm[name] = opened = open_case(case, settings, rounds)
+                    opened.device.reset_memory_peak()
+                    round_times_s[name] = []
+                    if request.get("output_path"):
+                        save_output(opened.first_output, request["output_path"])
+                    reply({"ok": True, "open_s": time.perf_counter() - started_s, "warmup_s": opened.warmup_total_s,
+                           "steps_per_round": opened.steps_per_round, "step_s": opened.step_s,
+                           "source": source_file(case)})
+                elif op == "window":
+                    times_s = warm[name].time_rounds(float(request["duration_s"]))
+                    round_times_s[name] += times_s
+                    reply({"ok": True, "times_s": times_s})
+                elif op == "close":
+                    closing = warm.pop(name)
+                    closing.check_no_compilation()
+                    run = closing.run_of(round_times_s.pop(name, []), settings.fresh_process)
+                    closing.close()  # frees what the case held before the next case (or the other side) builds
+                    del closing
+                    reply({"ok": True, "run": run_to_json(run)})
+                else:
+                    raise ValueError(f"unknown request {op!r}")
         except Exception as error:
-            failing = warm.case if warm is not None else Case(**request["case"]) if "case" in request else None
-            if warm is not None:
-                warm.close()
-                warm = None
-            if failing is None:
+            failing_case = warm[name].case if name in warm else Case(**request["case"]) if "case" in request else None
+            if name in warm:
+                warm.pop(name).close()
+            if failing_case is None:
                 raise
-            reply({"ok": False, "outcome": outcome_to_json(failure_of(failing, error))})
+            reply({"ok": False, "outcome": outcome_to_json(failure_of(failing_case, error))})
     return 0
 
 
@@ -165,12 +172,6 @@ def main(argv: list[str] | None = None) -> int:
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the model's prints go to standard error
     watch_parent()
-    sys.path[:0] = [p for p in spec.get("sys_path", []) if p not in sys.path]
-    if spec.get("builtin_models_root"):
-        from perfsuite.workloads import MODEL_MODULES
-
-        folder = Path(spec["builtin_models_root"]) / "perfsuite" / "workloads"
-        sys.meta_path.insert(0, BuiltinModelsFrom(folder, MODEL_MODULES))
     import torch
 
     if spec.get("threads"):

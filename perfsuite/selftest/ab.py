@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfsuite.judge.ab import judge_ab, pair_estimate
+from perfsuite.judge.ab import MAX_BLOCKS, block_estimate, judge_ab, look
 from perfsuite.records import AbMeasurement, Case, WorkloadSource
-from perfsuite.run.ab import SideSpec, measure_ab
+from perfsuite.run.ab import AbSchedule, SideSpec, measure_ab
 from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
 
 SIDE_MODULE = '''"""A selftest side: {model} followed by a busy wait per forward (seconds by mode)."""
@@ -73,13 +73,15 @@ class AbSelftestPlan:
     batch_size: int
     profile: str
     dtype: str = "fp32"
-    factors: tuple[float, ...] = (1.0, 1.3)
+    factors: tuple[float, ...] = (1.0, 1.05, 1.1)
     repeats: int = 10
-    pairs: int = 6
+    pairs: int = 2
     max_time_s: float = 1.0
     warmup_steps: int = 3
     threads: int | None = 1
-    tolerance: float = 0.10
+    tolerance: float = 0.05
+    budget_s: float = 300.0
+    in_one_process: bool = True
     seed: int = 0
 
     @property
@@ -136,17 +138,27 @@ def run_job(plan: AbSelftestPlan, factor: float, folder: Path, seed: int,
         plan.cases(), plan.pairs, MeasureSettings(plan.warmup_steps), RoundSettings(max_time_s=plan.max_time_s),
         isolation="pass", threads=plan.threads, seed=seed,
     )
-    results = measure_ab(session, base, head, folder / "work", show=lambda line: None)
+    family_size = len(session.cases)
+
+    def decided(measurement: AbMeasurement) -> tuple[bool, int]:
+        seen = look(measurement, plan.tolerance, family_size)
+        return seen.status is not None, seen.next_windows
+
+    schedule = AbSchedule(plan.pairs, plan.budget_s, MAX_BLOCKS, in_one_process=plan.in_one_process,
+                          process_pairs_reason=None if plan.in_one_process else "chosen by the selftest's plan")
+    results = measure_ab(session, base, head, folder / "work", lambda line: None, schedule, decided)
     verdicts = []
     for case in session.cases:
         verdict = judge_ab(results.measurements.get(case.benchmark_id, AbMeasurement(case, ())),
                            results.failures.get(case.benchmark_id, []), plan.tolerance, 0.10,
-                           family_size=len(session.cases))
+                           family_size=family_size, budget_s=plan.budget_s)
         verdicts.append({"case": case.benchmark_id, "mode": case.mode, "status": verdict.status,
                          "ratio": verdict.ratio, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high,
-                         "floor": verdict.floor, "reasons": list(verdict.reasons),
-                         "pair_ratios": [math.exp(pair_estimate(pair.windows_s)) for pair in
-                                         results.measurements[case.benchmark_id].pairs if pair.windows_s]})
+                         "floor": verdict.floor, "reasons": list(verdict.reasons), "blocks": verdict.pairs,
+                         "windows": verdict.windows, "seconds": verdict.seconds,
+                         "between_blocks": verdict.between_blocks, "within_block": verdict.within_block,
+                         "block_ratios": [math.exp(block_estimate(pair.windows_s).log_ratio) for pair in
+                                          results.measurements[case.benchmark_id].pairs if pair.windows_s]})
     seconds = time.perf_counter() - started_s
     show(f"factor {factor}: " + ", ".join(
         f"{v['mode']} {v['status']} x{v['ratio'] or 0:.3f} floor {100 * (v['floor'] or 0):.1f}%" for v in verdicts

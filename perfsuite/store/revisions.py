@@ -80,7 +80,8 @@ def base_checkout(root: Path, commit: str) -> Path:
         ignore.write_text("# perfsuite's working files (A/B base checkouts); never committed\n*\n", encoding="utf-8")
     if folder.exists():
         at = _git(folder, "rev-parse", "HEAD").stdout.strip()
-        changes = _git(folder, "status", "--porcelain").stdout.strip()
+        changes = "\n".join(line for line in _git(folder, "status", "--porcelain").stdout.splitlines()
+                            if not _is_bytecode(line[3:]))
         if at != commit or changes:
             what = f"is at {at[:12] or 'no commit'}, not {commit[:12]}" if at != commit else "has changes"
             raise UsageError(
@@ -93,3 +94,16 @@ def base_checkout(root: Path, commit: str) -> Path:
     if made.returncode != 0:
         raise UsageError(f"--perf-ab: could not check out {commit[:12]} into {folder}: {made.stderr.strip()}")
     return folder
+
+
+def _is_bytecode(path: str) -> bool:
+    """Python's bytecode cache, which the base side's imports write into its checkout (not a change of its code)."""
+    return path.rstrip("/").endswith("__pycache__") or path.endswith((".pyc", ".pyo"))
+
+
+def changed_files(root: Path, commit: str) -> list[str]:
+    """The files of the working tree at `root` that differ from `commit`: changed, added or removed since, and new
+    files git does not ignore."""
+    changed = _git(root, "diff", "--name-only", commit, "--").stdout.splitlines()
+    untracked = _git(root, "ls-files", "--others", "--exclude-standard").stdout.splitlines()
+    return sorted({name for name in changed + untracked if name and not _is_bytecode(name)})

@@ -172,3 +172,18 @@ def _load_installed_workloads() -> None:
     from perfsuite.workloads.user import load_installed_workloads
 
     load_installed_workloads()
+
+
+# The registry as a value: (workloads by name, built-in models loaded, installed models loaded). An A/B process that
+# holds both sides keeps one per side (`perfsuite.run.side_code`), each with its own version of the project's models.
+RegistryState = tuple[dict[str, Workload], bool, bool]
+
+
+def swap_registry_state(state: RegistryState) -> RegistryState:
+    """Make `state` the registry; returns the state it replaced."""
+    global _builtins_loaded, _installed_loaded
+    previous = (dict(_REGISTRY), _builtins_loaded, _installed_loaded)
+    _REGISTRY.clear()
+    _REGISTRY.update(state[0])
+    _builtins_loaded, _installed_loaded = state[1], state[2]
+    return previous

@@ -112,13 +112,15 @@ def test_a_comment_only_change_is_unchanged_with_identical_outputs(project: Path
 
 def test_a_verdict_that_cannot_judge_fails_the_job_unless_only_warned_of(project: Path):
     """A band far inside any floor: the A/A verdict is inconclusive, which is never a pass."""
-    result = ab(project, "--perf-ab", "HEAD", "--perf-tolerance", "0.0001")
+    result = ab(project, "--perf-ab", "HEAD", "--perf-tolerance", "0.0001", "--perf-ab-budget", "10")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "perfsuite A/B FAILED: 1 inconclusive" in result.stdout
-    assert "cpu-fp32-wide-bs64-infer-smoke: inconclusive: this job could not tell" in result.stdout
+    assert "cpu-fp32-wide-bs64-infer-smoke: inconclusive: the budget ran out" in result.stdout
+    assert "is HEAD's own commit" in result.stdout and "A/A check" in result.stdout
     summary = json.loads((project / ".perfsuite" / "ab.json").read_text())
     assert summary["job_failed"] and summary["cases"][0]["fails_job"]
-    warned = ab(project, "--perf-ab", "HEAD", "--perf-tolerance", "0.0001", "--perf-on-inconclusive", "warn")
+    warned = ab(project, "--perf-ab", "HEAD", "--perf-tolerance", "0.0001", "--perf-on-inconclusive", "warn",
+                "--perf-ab-budget", "10")
     assert warned.returncode == 0, warned.stdout + warned.stderr
     assert "perfsuite A/B passed: 1 inconclusive" in warned.stdout
     assert "is only a warning (--perf-on-inconclusive warn)" in warned.stdout

@@ -149,14 +149,14 @@ def test_a_runner_label_that_would_break_the_yaml_is_a_usage_error(tmp_path, mon
 
 
 def test_a_pull_request_is_judged_with_the_ab_pairs_not_the_history_processes(project, workflow):
-    """Three pairs leave an A/B floor far wider than a band (Student t with 2 degrees of freedom): a pull request is
-    judged with the A/B default of 6 pairs, while pushes record 3 processes per case."""
+    """A pull request is judged with the A/B default (2 warm processes, each case measured until decided), while
+    pushes record 3 processes per case for the history."""
     judge = workflow.split("  judge:", 1)[1].split("\n  record:", 1)[0]
-    assert 'PERF_AB_PAIRS: "6"' in judge and 'perfsuite ci judge --processes "$PERF_AB_PAIRS"' in judge
+    assert 'PERF_AB_PAIRS: "2"' in judge and 'perfsuite ci judge --processes "$PERF_AB_PAIRS"' in judge
     record = workflow.split("\n  record:", 1)[1]
     assert 'PERF_PROCESSES: "3"' in record
     own = OWN_MAC_WORKFLOW.read_text(encoding="utf-8")
-    assert 'PERF_AB_PAIRS: "6"' in own and 'ci judge --processes "$PERF_AB_PAIRS"' in own
+    assert 'PERF_AB_PAIRS: "2"' in own and 'ci judge --processes "$PERF_AB_PAIRS"' in own
 
 
 def test_ab_pairs_too_few_to_judge_are_a_usage_error(tmp_path, monkeypatch, capsys):
@@ -170,7 +170,7 @@ def test_a_judge_step_without_a_count_uses_the_ab_default_and_a_record_step_thre
     monkeypatch.setattr(ci.subprocess, "run", lambda command, cwd: commands.append(command) or Done())
     monkeypatch.setattr(ci, "post_job_summary", lambda markdown, environment: None)
     assert main(["ci", "judge"]) == 0
-    assert commands[-1][commands[-1].index("--perf-processes") + 1] == "6"
+    assert commands[-1][commands[-1].index("--perf-processes") + 1] == "2"
     monkeypatch.setattr(ci, "_machine", lambda name: "perf-m2-max")
     assert main(["ci", "record", "--machine", "perf-m2-max"]) == 0
     assert commands[-1][commands[-1].index("--perf-processes") + 1] == "3"

@@ -1,0 +1,139 @@
+"""Each A/B side runs its own code, all of it, in the layouts users have: a slowdown that lives in a module the
+registering file imports (not in that file) is judged regressed, for a src layout installed with `pip install -e .`
+(its module imported lazily inside the model's build), a flat layout, and a conftest.py that imports a sibling
+helper module. Before, the base side imported those modules from the head's tree and read `unchanged`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+PERF_SETTINGS = """[tool.perfsuite]
+device = "cpu"
+profile = "smoke"
+mode = "infer"
+dtype = "fp32"
+threads = 1
+warmup = 2
+"""
+LAYERS = '''import torch
+
+BLOCKS = 1
+
+
+def make_blocks():
+    return torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(BLOCKS)])
+'''
+MODEL = '''import torch
+from perfsuite import Workload, register_workload
+
+
+def build(profile):
+    from {package}layers import make_blocks  # imported when the model is built, not before
+
+    return make_blocks()
+
+
+register_workload(Workload(
+    name="stack", build_module=build,
+    make_inputs=lambda profile, batch_size: torch.randn(batch_size, 256), batch_sizes={{"smoke": (64,)}},
+))
+'''
+TEST = "def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n"
+
+
+def git(root: Path, *arguments: str) -> str:
+    return subprocess.run(["git", "-C", str(root), "-c", "user.email=u@example.com", "-c", "user.name=u",
+                           *arguments], check=True, capture_output=True, text=True).stdout
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def commit_all(root: Path, message: str) -> None:
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+
+
+def judge(root: Path, python: str = sys.executable) -> tuple[subprocess.CompletedProcess[str], dict]:
+    result = subprocess.run(
+        [python, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--benchmark-max-time", "0.3",
+         "--perf-ab", "HEAD~1", "--perf-ab-budget", "120"],
+        cwd=root, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    summary_file = root / ".perfsuite" / "ab.json"
+    return result, json.loads(summary_file.read_text()) if summary_file.exists() else {}
+
+
+def eight_blocks_then_judge(root: Path, layers_file: str, python: str = sys.executable) -> None:
+    git(root, "init", "-q", "-b", "main")
+    commit_all(root, "one block")
+    (root / layers_file).write_text(LAYERS.replace("BLOCKS = 1", "BLOCKS = 8"))
+    commit_all(root, "eight blocks")
+    result, summary = judge(root, python)
+    assert result.returncode == 1, result.stdout + result.stderr
+    (case,) = summary["cases"]
+    assert case["status"] == "regressed" and case["ratio"] > 2, case["message"]
+    assert summary["measuring"]["in_one_process"] is True
+    assert "perfsuite A/B FAILED: 1 regressed" in result.stdout
+
+
+def editable_environment(tmp_path: Path) -> Path:
+    """A virtualenv that sees this one's packages (torch, perfsuite) and can take an editable install quickly."""
+    location = tmp_path / "venv"
+    venv.create(location, with_pip=True)
+    site_packages = Path(sysconfig.get_paths(vars={"base": str(location), "platbase": str(location)})["purelib"])
+    here = sysconfig.get_paths()["purelib"]
+    (site_packages / "_outer_environment.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    return location / "bin" / "python"
+
+
+def test_a_src_layout_installed_editable_runs_the_base_commits_modules(tmp_path: Path):
+    root = tmp_path / "project"
+    write(root, {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
+                          '[project]\nname = "mypkg"\nversion = "0.1"\n\n' + PERF_SETTINGS,
+        "src/mypkg/__init__.py": "", "src/mypkg/layers.py": LAYERS,
+        "src/mypkg/models.py": MODEL.format(package="mypkg."),
+        "conftest.py": "import mypkg.models  # noqa: F401\n", "test_perf.py": TEST,
+    })
+    python = editable_environment(tmp_path)
+    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e",
+                                str(root)], capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr
+    found = subprocess.run([str(python), "-c", "import mypkg.layers; print(mypkg.layers.__file__)"], cwd=tmp_path,
+                           capture_output=True, text=True, check=True)
+    assert Path(found.stdout.strip()) == root / "src" / "mypkg" / "layers.py"  # the head's tree, as installed
+    eight_blocks_then_judge(root, "src/mypkg/layers.py", str(python))
+
+
+def test_a_flat_layout_package_beside_the_conftest(tmp_path: Path):
+    root = tmp_path / "project"
+    write(root, {
+        "pyproject.toml": PERF_SETTINGS, "mypkg/__init__.py": "", "mypkg/layers.py": LAYERS,
+        "mypkg/models.py": MODEL.format(package="mypkg."),
+        "conftest.py": "import mypkg.models  # noqa: F401\n", "test_perf.py": TEST,
+    })
+    eight_blocks_then_judge(root, "mypkg/layers.py")
+
+
+def test_a_conftest_that_imports_a_sibling_helper_module(tmp_path: Path):
+    root = tmp_path / "project"
+    write(root, {
+        "pyproject.toml": PERF_SETTINGS, "tests/layers.py": LAYERS,
+        "tests/helpers.py": MODEL.format(package=""),
+        "tests/conftest.py": "import helpers  # noqa: F401\n", "tests/test_perf.py": TEST,
+    })
+    eight_blocks_then_judge(root, "tests/layers.py")

@@ -7,6 +7,7 @@ best (`12.3 ms`), ratios as `x1.042`, floors and bands as percentages.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +28,9 @@ CASES_FOLDER = "cases"
 FILTERS = ("device", "machine", "model", "mode")
 SPARKLINE_WIDTH, SPARKLINE_HEIGHT = 100, 20
 ABSENT = "-"
+# A case page's name stays far below the 255 bytes a file name may have, whatever the machine and model names.
+MAX_PAGE_STEM_CHARS = 120
+PAGE_HASH_CHARS = 12
 
 
 def esc(value: object) -> str:
@@ -113,11 +117,16 @@ def floor_text(floor: float | None) -> str:
 
 
 def case_page_names(histories: Sequence[CaseHistory]) -> dict[tuple[str, str, str], str]:
-    """The file name of each history's page, unique and safe in a URL: `<device>--<machine>--<benchmark id>.html`."""
+    """The file name of each history's page, unique and safe in a URL: `<device>--<machine>--<benchmark id>.html`,
+    ASCII; a name longer than MAX_PAGE_STEM_CHARS is cut and ends in a hash of the whole key instead."""
     names: dict[tuple[str, str, str], str] = {}
     taken: set[str] = set()
     for history in histories:
         stem = re.sub(r"[^A-Za-z0-9._-]+", "-", "--".join(history.key)).strip("-.") or "case"
+        if len(stem) > MAX_PAGE_STEM_CHARS:
+            key = "\0".join(history.key).encode("utf-8", "surrogatepass")
+            digest = hashlib.sha256(key).hexdigest()[:PAGE_HASH_CHARS]
+            stem = f"{stem[:MAX_PAGE_STEM_CHARS - PAGE_HASH_CHARS - 1].rstrip('-.')}-{digest}"
         name, number = f"{stem}.html", 2
         while name in taken:
             name, number = f"{stem}-{number}.html", number + 1

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from perfsuite.errors import UsageError
+from perfsuite.render.escape import terminal_text
 from perfsuite.settings import AB_DEFAULT_PAIRS
 
 HISTORY_DIR = ".perf-history"
@@ -116,7 +117,7 @@ def post_job_summary(markdown: str, environment: Mapping[str, str]) -> None:
     """Append `markdown` to the GitHub job summary ($GITHUB_STEP_SUMMARY), or print it outside GitHub Actions."""
     target = environment.get("GITHUB_STEP_SUMMARY")
     if not target:
-        print(markdown)
+        print("\n".join(terminal_text(line) for line in markdown.splitlines()))
         return
     with open(target, "a", encoding="utf-8") as summary:
         summary.write(markdown)

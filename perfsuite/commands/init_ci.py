@@ -211,6 +211,14 @@ def workflow_text(choices: WorkflowChoices) -> str:
     matrix = _runner_matrix(choices.runner_labels)
     python, default_branch = yaml_string(choices.python), yaml_string(choices.default_branch)
     history_branch = yaml_string(choices.history_branch)
+    history_checkout = (
+        "      # Reads the history branch with the job's token, given to this step alone (in its env, never on disk:\n"
+        "      # the checkout keeps no credentials, so no other step can read it). On a private repository git cannot\n"
+        "      # fetch the branch without it; a fetch that fails fails the step, never starting the history over.\n"
+        '      - run: .venv/bin/perfsuite ci checkout-history --branch "$PERF_HISTORY_BRANCH"\n'
+        "        env:\n"
+        "          GITHUB_TOKEN: ${{ github.token }}"
+    )
     setup = f"""      - name: Python environment with perfsuite and the pinned torch
         run: |
           command -v "$PYTHON" || {{ echo "::error::$PYTHON not found on the runner"; exit 1; }}
@@ -295,10 +303,12 @@ jobs:
     steps:
 {checkout}
 {setup}
-      - run: .venv/bin/perfsuite ci checkout-history --branch "$PERF_HISTORY_BRANCH"
+{history_checkout}
       - run: >-
           .venv/bin/perfsuite ci record --processes "$PERF_PROCESSES" --machine "$PERF_MACHINE"
           --history-mode "$PERF_HISTORY_MODE"
+      # Pushes with the same token (this job's may write), given to this step alone; a push that another Mac beat
+      # is rebased and retried, and one whose rebase conflicts fails, pushing nothing.
       - run: .venv/bin/perfsuite ci publish --branch "$PERF_HISTORY_BRANCH" --machine "$PERF_MACHINE"
         env:
           GITHUB_TOKEN: ${{{{ github.token }}}}
@@ -323,7 +333,7 @@ jobs:
         run: |
           "$PYTHON" -m venv .venv
           .venv/bin/python -m pip install -c {CONSTRAINTS_PATH} -r {REQUIREMENTS_PATH}
-      - run: .venv/bin/perfsuite ci checkout-history --branch "$PERF_HISTORY_BRANCH"
+{history_checkout}
       - run: .venv/bin/perfsuite ci site
       - uses: {UPLOAD_ACTION}
         with:

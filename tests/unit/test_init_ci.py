@@ -118,6 +118,18 @@ def test_tokens_are_read_only_except_where_the_history_is_pushed(workflow):
     assert workflow.count("persist-credentials: false") == workflow.count("uses: actions/checkout@")
 
 
+def test_the_token_reaches_only_the_steps_that_run_git_on_the_history():
+    """A private repository's history branch cannot be fetched without a token: checkout-history (record and site)
+    and publish get the job's token in their own env; no other step does, and no checkout keeps it on disk."""
+    steps = yaml.safe_load(init_ci.workflow_text(init_ci.WorkflowChoices()))["jobs"]
+    given = {(job, step["run"].split()[2]) for job, spec in steps.items() for step in spec["steps"]
+             if "GITHUB_TOKEN" in step.get("env", {})}
+    assert given == {("record", "checkout-history"), ("record", "publish"), ("site", "checkout-history")}
+    assert all(step.get("env", {}).get("GITHUB_TOKEN") == "${{ github.token }}"
+               for spec in steps.values() for step in spec["steps"] if "GITHUB_TOKEN" in step.get("env", {}))
+    assert steps["site"]["permissions"] == {"contents": "read"}
+
+
 def test_every_action_is_pinned_to_a_full_commit(workflow):
     uses = re.findall(r"uses: (\S+)", workflow)
     assert uses and all(re.fullmatch(r"[\w-]+/[\w-]+@[0-9a-f]{40}", action) for action in uses)
@@ -254,7 +266,7 @@ def test_a_job_whose_session_wrote_no_summary_says_so(tmp_path):
 
 
 def test_the_token_reaches_git_through_its_environment_only():
-    env = ci.push_environment({"GITHUB_TOKEN": "s3cret", "GIT_CONFIG_COUNT": "1"})
+    env = ci.git_environment({"GITHUB_TOKEN": "s3cret", "GIT_CONFIG_COUNT": "1"})
     assert env["GIT_CONFIG_COUNT"] == "2" and env["GIT_CONFIG_KEY_1"] == "http.https://github.com/.extraheader"
     assert env["GIT_CONFIG_VALUE_1"].startswith("AUTHORIZATION: basic ") and "s3cret" not in env["GIT_CONFIG_VALUE_1"]
 

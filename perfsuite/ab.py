@@ -30,7 +30,7 @@ from perfsuite.render import ab as render
 from perfsuite.run.ab import AbResults, AbUnusable, SideSpec, measure_ab, start_pair
 from perfsuite.run.plan import SessionPlan
 from perfsuite.settings import Settings, tolerance_for
-from perfsuite.store.files import write_text_atomically
+from perfsuite.store.files import keep_out_of_git, write_text_atomically
 from perfsuite.store.revisions import base_checkout, head_revision, resolve_revision
 
 SUMMARY_FILES = ("ab.json", "ab.md", "ab.png")
@@ -138,6 +138,7 @@ class AbJob:
         """Write ab.json, ab.md and ab.png into `summary_dir`; the lines that say what was written."""
         if self.results is None:
             return []
+        keep_out_of_git(summary_dir)
         verdicts = list(self.verdicts.values())
         measurements = self.results.measurements
         fails = self.settings.inconclusive_fails

@@ -175,7 +175,7 @@ def summary_document(
             ],
         })
     return {
-        "schema": SCHEMA, "version": SCHEMA_VERSION, "started_at": started_at,
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "started_at": started_at,
         "base": {"label": base.label, "revision": base.revision, "python": base.python,
                  "torch_version": base.torch_version},
         "head": {"label": head.label, "revision": head.revision, "python": head.python,

@@ -34,7 +34,7 @@ from perfsuite.run.ab import AbResults, AbSchedule, AbUnusable, SideSpec, measur
 from perfsuite.run.plan import SessionPlan
 from perfsuite.run.side_code import EXTENSION_SUFFIXES
 from perfsuite.settings import Settings, tolerance_for
-from perfsuite.store.files import write_text_atomically
+from perfsuite.store.files import keep_out_of_git, write_text_atomically
 from perfsuite.store.revisions import base_checkout, changed_files, head_revision, resolve_revision
 
 SUMMARY_FILES = ("ab.json", "ab.md", "ab.png")
@@ -173,6 +173,15 @@ class AbJob:
                 "budget_s": self.results.budget_s, "spent_s": self.results.spent_s, "note": self.note}
 
     @property
+    def measuring_line(self) -> str | None:
+        """How the job measured, in words (the terminal's and ab.md's `measured:` line)."""
+        if self.results is None:
+            return None
+        results = self.results
+        return render.measuring_text(results.in_one_process, results.process_pairs_reason, results.spent_s,
+                                     results.budget_s)
+
+    @property
     def measured(self) -> bool:
         return self.results is not None
 
@@ -186,6 +195,7 @@ class AbJob:
         """Write ab.json, ab.md and ab.png into `summary_dir`; the lines that say what was written."""
         if self.results is None:
             return []
+        keep_out_of_git(summary_dir)
         verdicts = list(self.verdicts.values())
         measurements = self.results.measurements
         fails = self.settings.inconclusive_fails
@@ -194,7 +204,7 @@ class AbJob:
         written = [
             write_text_atomically(summary_dir / "ab.json", render.summary_json(document)),
             write_text_atomically(summary_dir / "ab.md", render.summary_markdown(
-                verdicts, measurements, self.base_side, self.head_side, fails)),
+                verdicts, measurements, self.base_side, self.head_side, fails, self.measuring_line)),
         ]
         if render.write_ratio_plot(verdicts, summary_dir / "ab.png"):
             written.append(summary_dir / "ab.png")
@@ -205,11 +215,8 @@ class AbJob:
         if self.results is None:
             return []
         verdicts = list(self.verdicts.values())
-        results = self.results
-        how = render.measuring_text(results.in_one_process, results.process_pairs_reason, results.spent_s,
-                                    results.budget_s)
-        text = render.render_sides(self.base_side, self.head_side, how) + "\n" + render.render_table(
-            verdicts, results.measurements)
+        text = render.render_sides(self.base_side, self.head_side, self.measuring_line) + "\n" + render.render_table(
+            verdicts, self.results.measurements)
         fails = self.settings.inconclusive_fails
         notable = [render.ab_message(v, fails) for v in verdicts
                    if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs]

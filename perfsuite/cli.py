@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import perfsuite
 from perfsuite.errors import BadFileError, UsageError
+from perfsuite.render.escape import terminal_text
 
 COMMANDS = {
     "list": "print the case matrix (ids, and skip reasons)",
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except (UsageError, BadFileError) as error:
-        print(f"perfsuite {args.command}: {error}", file=sys.stderr)
+        print(f"perfsuite {args.command}: {terminal_text(error)}", file=sys.stderr)
         return 2
 
 

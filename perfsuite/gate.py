@@ -7,6 +7,7 @@ to record) and delegates every decision to `perfsuite.judge`, every file to `per
 
 from __future__ import annotations
 
+import contextlib
 import math
 import subprocess
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfsuite.errors import BadFileError
+from perfsuite.errors import BadFileError, UsageError
 from perfsuite.judge.verdicts import Verdict, judge, pooled_machine_spread
 from perfsuite.records import BaselineEntry, Measurement
 from perfsuite.render import summary
@@ -24,7 +25,7 @@ from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store import archive, baselines
 from perfsuite.store.archive import ArchivedSession, ArchivedVerdict
 from perfsuite.store.baselines import BaselineFile, IncompatibleHistory
-from perfsuite.store.files import write_text_atomically
+from perfsuite.store.files import keep_out_of_git, write_text_atomically
 
 
 @dataclass
@@ -173,6 +174,8 @@ class Gate:
         problems: list[str] = []
         if self.records:
             written, problems = self.record()
+        with contextlib.suppress(UsageError, OSError):
+            keep_out_of_git(summary_dir)  # where it cannot be made, each file below names the folder's problem
         for path, text in self.report_files(summary_dir):
             try:
                 write_text_atomically(path, text)

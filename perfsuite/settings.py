@@ -34,7 +34,7 @@ from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, FIGUR
 from perfsuite.run.devices import is_accelerator
 from perfsuite.run.plan import ISOLATIONS, Isolation
 from perfsuite.store.baselines import MAX_MACHINE_NAME_BYTES
-from perfsuite.store.files import read_text_capped, special_file_kind
+from perfsuite.store.files import WORK_FOLDER, read_text_capped, special_file_kind
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,7 +55,7 @@ MIN_AB_PAIRS = 2
 MAX_WARMUP_STEPS = 100_000
 MAX_PYPROJECT_BYTES = 16 * 2**20  # a pyproject.toml is a few kB; more is a wrong file
 DEFAULT_BASELINE_DIR = "baselines"
-DEFAULT_SUMMARY_DIR = ".perfsuite"
+DEFAULT_SUMMARY_DIR = WORK_FOLDER
 # What a case changed against its history does to the gate: fail it (the default) or only warn.
 ON_CHANGE = ("fail", "warn")
 ON_INCONCLUSIVE = ("fail", "warn")

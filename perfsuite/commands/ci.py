@@ -2,13 +2,17 @@
 
 - `judge`: a pull request measured against its merge base, side by side (`pytest --benchmark-only --perf-ab
   merge-base`), the tables posted to the job summary; the exit status is pytest's.
-- `checkout-history`: the history branch checked out into .perf-history/ (a git worktree), or started empty.
+- `checkout-history`: the history branch checked out into .perf-history/ (a git worktree), or started empty where
+  origin has no such branch (asked with `git ls-remote`: a fetch that fails is an error, never "no history yet").
 - `record`: K processes per case appended to this Mac's history in .perf-history/baselines/ (or, with
   `--history-mode rebaseline`, the histories started over); the table posted to the job summary.
-- `publish`: the history committed and pushed to its branch, rebased and retried when another Mac pushed first.
+- `publish`: the history committed and pushed to its branch, rebased and retried when another Mac pushed first; a
+  rebase that conflicts is undone and fails the step, so only a history holding every push is ever pushed.
 - `site`: the history site built from .perf-history/baselines/ into perf-site/.
 
-Pushing uses $GITHUB_TOKEN where set, passed to git through its environment (never on a command line).
+Reading and pushing the history use $GITHUB_TOKEN where set, passed to git through its environment (never on a
+command line or on disk). A git failure in checkout-history or publish prints git's message with what was left as it
+was and what to do, and exits 1; nothing is left half-done (no half-made worktree, no rebase in progress).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from perfsuite.errors import UsageError
+from perfsuite.render.escape import terminal_text
 from perfsuite.settings import AB_DEFAULT_PAIRS
 
 HISTORY_DIR = ".perf-history"
@@ -30,6 +35,8 @@ SITE_DIR = "perf-site"
 HISTORY_MODES = ("append", "rebaseline")
 RECORD_PROCESSES = 3  # runs a push appends per case: 3 sessions of 3 calibrate the gate
 PUSH_ATTEMPTS = 3
+LS_REMOTE_NO_MATCH = 2  # `git ls-remote --exit-code`'s status when the remote has no such ref
+EXIT_GIT_FAILED = 1
 AB_SUMMARY = "ab.md"
 GATE_SUMMARY = "summary.md"
 
@@ -56,9 +63,15 @@ def run(args: argparse.Namespace) -> int:
         status = subprocess.run(judge_command(pairs, args.pytest_args), cwd=root).returncode
         post_job_summary(job_summary(root / SUMMARY_DIR), os.environ)
         return status
-    if args.step == "checkout-history":
-        checkout_history(root, args.branch)
-        return 0
+    if args.step in ("checkout-history", "publish"):
+        try:
+            if args.step == "publish":
+                return publish_history(root / HISTORY_DIR, args.branch, _machine(args.machine), os.environ)
+            checkout_history(root, args.branch, os.environ)
+            return 0
+        except GitStepFailed as error:
+            print(f"perfsuite ci {args.step}: error: {terminal_text(error)}", file=sys.stderr)
+            return EXIT_GIT_FAILED
     if args.step == "record":
         machine = _machine(args.machine)
         rebaseline = args.history_mode == "rebaseline"
@@ -67,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
         status = subprocess.run(command, cwd=root).returncode
         post_job_summary(job_summary(root / SUMMARY_DIR), os.environ)
         return status
-    if args.step == "publish":
-        return publish_history(root / HISTORY_DIR, args.branch, _machine(args.machine), os.environ)
     return subprocess.run(site_command(), cwd=root).returncode
 
 
@@ -116,37 +127,97 @@ def post_job_summary(markdown: str, environment: Mapping[str, str]) -> None:
     """Append `markdown` to the GitHub job summary ($GITHUB_STEP_SUMMARY), or print it outside GitHub Actions."""
     target = environment.get("GITHUB_STEP_SUMMARY")
     if not target:
-        print(markdown)
+        print("\n".join(terminal_text(line) for line in markdown.splitlines()))
         return
     with open(target, "a", encoding="utf-8") as summary:
         summary.write(markdown)
 
 
-def _git(folder: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True) -> int:
-    return subprocess.run(["git", "-C", str(folder), *args], env=None if env is None else dict(env),
-                          check=check).returncode
+class GitStepFailed(Exception):
+    """A git command of a step failed, or left the history in a state the step will not push: the message says what
+    the step was doing, git's own words, what was left as it was, and what to do next."""
 
 
-def checkout_history(root: Path, branch: str) -> None:
+def _git_run(folder: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run git in `folder`; the completed process, whatever its status (the caller decides what a failure means)."""
+    try:
+        return subprocess.run(["git", "-C", str(folder), *args], env=None if env is None else dict(env),
+                              capture_output=True, text=True)
+    except FileNotFoundError:
+        raise GitStepFailed("git is not on the PATH; install git on the runner") from None
+
+
+def _git(folder: Path, *args: str, doing: str, remedy: str, env: Mapping[str, str] | None = None) -> str:
+    """Run git in `folder` and return its output; GitStepFailed with git's own message, `doing` (what the step was
+    doing) and `remedy` when it fails."""
+    done = _git_run(folder, *args, env=env)
+    if done.returncode != 0:
+        raise GitStepFailed(f"{doing}: `git {' '.join(args)}` failed in {folder}: {_said(done)}. {remedy}")
+    return done.stdout
+
+
+def _said(done: subprocess.CompletedProcess[str]) -> str:
+    """What a failed git command said, on one line."""
+    words = " ".join(line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip())
+    return words.rstrip(".") or f"no message, exit status {done.returncode}"
+
+
+CREDENTIALS_REMEDY = (
+    "Check that origin's URL is right and that this step can read the repository: in GitHub Actions give the step "
+    "GITHUB_TOKEN in its env (the workflow `perfsuite init-ci` writes does)"
+)
+
+
+def remote_has_branch(root: Path, branch: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether `origin` has the branch `branch`, asked explicitly (`git ls-remote --exit-code`, status 2 when it has
+    no such ref); GitStepFailed, with git's message, when origin cannot be asked (a wrong URL, no credentials, no
+    network), so that a failure is never read as "no history yet"."""
+    found = _git_run(root, "ls-remote", "--exit-code", "origin", f"refs/heads/{branch}", env=env)
+    if found.returncode == 0:
+        return True
+    if found.returncode == LS_REMOTE_NO_MATCH:
+        return False
+    raise GitStepFailed(
+        f"cannot tell whether origin has the history branch {branch}: `git ls-remote origin refs/heads/{branch}` "
+        f"failed in {root}: {_said(found)}. Nothing was checked out. {CREDENTIALS_REMEDY}, and run the step again"
+    )
+
+
+def checkout_history(root: Path, branch: str, environment: Mapping[str, str] | None = None) -> None:
     """Check the history `branch` of the `origin` remote out into .perf-history/ as a git worktree of `root`; where
-    the branch does not exist yet, an empty branch of that name (no files, no parent) is started there."""
+    origin has no such branch (asked explicitly), an empty branch of that name (no files, no parent) is started
+    there. git reads origin with `environment`'s $GITHUB_TOKEN where set (see `git_environment`). A failure raises
+    GitStepFailed and leaves no .perf-history/ behind."""
     history = root / HISTORY_DIR
     if history.exists():
         raise UsageError(f"{history} exists; remove it (git worktree remove {HISTORY_DIR}) and run the step again")
-    fetched = subprocess.run(
-        ["git", "-C", str(root), "fetch", "--quiet", "origin", f"refs/heads/{branch}"], capture_output=True
-    ).returncode == 0
-    if fetched:
-        _git(root, "worktree", "add", "--quiet", "-B", branch, str(history), "FETCH_HEAD")
-        return
-    _git(root, "worktree", "add", "--quiet", "--detach", str(history))
-    _git(history, "checkout", "--quiet", "--orphan", branch)
-    _git(history, "rm", "-r", "-q", "-f", "--ignore-unmatch", ".")
+    if _git_run(root, "rev-parse", "--git-dir").returncode != 0:
+        raise UsageError(f"{root} is not in a git repository; run the step in the repository's root (where "
+                         "actions/checkout put it)")
+    env = git_environment(environment or {})
+    started = not remote_has_branch(root, branch, env)
+    if not started:
+        _git(root, "fetch", "--quiet", "origin", f"refs/heads/{branch}", env=env,
+             doing=f"fetching the history branch {branch}", remedy=f"Nothing was checked out. {CREDENTIALS_REMEDY}")
+    doing = f"{'starting' if started else 'checking out'} the history branch {branch} in {history}"
+    remedy = "Nothing was checked out; fix what git says and run the step again"
+    try:
+        if started:
+            _git(root, "worktree", "add", "--quiet", "--detach", str(history), doing=doing, remedy=remedy)
+            _git(history, "checkout", "--quiet", "--orphan", branch, doing=doing, remedy=remedy)
+            _git(history, "rm", "-r", "-q", "-f", "--ignore-unmatch", ".", doing=doing, remedy=remedy)
+        else:
+            _git(root, "worktree", "add", "--quiet", "-B", branch, str(history), "FETCH_HEAD", doing=doing,
+                 remedy=remedy)
+    except GitStepFailed:
+        # Whatever of the worktree was made goes again (twice --force: also a worktree git left locked).
+        _git_run(root, "worktree", "remove", "--force", "--force", str(history))
+        raise
 
 
-def push_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """The environment git pushes with: where $GITHUB_TOKEN is set, an authorization header for the GitHub server
-    given through git's GIT_CONFIG_* variables (as actions/checkout does, but not left on disk)."""
+def git_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """The environment git reads and pushes the history with: where $GITHUB_TOKEN is set, an authorization header for
+    the GitHub server given through git's GIT_CONFIG_* variables (as actions/checkout does, but not left on disk)."""
     env = dict(environment)
     token = environment.get("GITHUB_TOKEN")
     if token:
@@ -161,21 +232,61 @@ def push_environment(environment: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+def _rebase_in_progress(history: Path) -> bool:
+    # `--git-path` answers relative to the folder git ran in, or absolute (a worktree's git folder).
+    return any((history / _git_run(history, "rev-parse", "--git-path", name).stdout.strip()).exists()
+               for name in ("rebase-merge", "rebase-apply"))
+
+
 def publish_history(history: Path, branch: str, machine: str, environment: Mapping[str, str]) -> int:
     """Commit the history worktree's baselines and push them to `branch` of `origin`; when another Mac pushed first,
     rebase on its commit and try again (each Mac writes its own file, so the two never conflict). Returns 0 when
-    pushed or when nothing changed, 1 when every attempt failed."""
-    _git(history, "add", "-A", "baselines")
-    if _git(history, "diff", "--cached", "--quiet", check=False) == 0:
+    pushed or when nothing changed, 1 when every attempt was beaten by another push.
+
+    Raises GitStepFailed, having pushed nothing, when git cannot fetch or push (with git's message), and when the
+    rebase conflicts (another job recorded the same file: two runners with one label): the rebase is aborted, so the
+    worktree holds this job's commit as before, and nothing other than a history that holds both pushes is ever
+    pushed."""
+    if not (history / ".git").exists():
+        raise UsageError(f"{history} is not the history worktree; run `perfsuite ci checkout-history` first")
+    if _rebase_in_progress(history):
+        raise UsageError(
+            f"{history} is in the middle of a rebase that an earlier publish left; run `git -C {history} rebase "
+            "--abort`, then this step again"
+        )
+    again = "Nothing was pushed; fix what git says and run the step again"
+    _git(history, "add", "-A", "baselines", doing="staging the history", remedy=again)
+    if _git_run(history, "diff", "--cached", "--quiet").returncode == 0:
         print(f"perfsuite ci publish: nothing new to record in {history}")
         return 0
     identity = ("-c", "user.name=perfsuite", "-c", "user.email=perfsuite@users.noreply.github.com")
-    _git(history, *identity, "commit", "--quiet", "-m", f"perfsuite history: {machine}")
-    env = push_environment(environment)
+    _git(history, *identity, "commit", "--quiet", "-m", f"perfsuite history: {machine}",
+         doing="committing the history", remedy=again)
+    env = git_environment(environment)
     for _ in range(PUSH_ATTEMPTS):
-        if _git(history, "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}", env=env, check=False) == 0:
+        pushed = _git_run(history, "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}", env=env)
+        if pushed.returncode == 0:
             return 0
-        _git(history, "fetch", "--quiet", "origin", f"refs/heads/{branch}", env=env, check=False)
-        _git(history, *identity, "rebase", "--quiet", "FETCH_HEAD", env=env, check=False)
-    print(f"perfsuite ci publish: could not push {branch} after {PUSH_ATTEMPTS} attempts", file=sys.stderr)
+        _git(history, "fetch", "--quiet", "origin", f"refs/heads/{branch}", env=env,
+             doing=f"fetching {branch} after the push was refused ({_said(pushed)})",
+             remedy=f"Nothing was pushed. {CREDENTIALS_REMEDY}")
+        if _git_run(history, "merge-base", "--is-ancestor", "FETCH_HEAD", "HEAD").returncode == 0:
+            # origin's branch did not move on: the push failed for a reason of its own, which a rebase cannot fix.
+            raise GitStepFailed(
+                f"pushing the history to {branch} failed: {_said(pushed)}. Nothing was pushed; check that the step's "
+                "token may write the repository (contents: write, GITHUB_TOKEN in the step's env) and that the "
+                "branch is not protected against this push"
+            )
+        rebased = _git_run(history, *identity, "rebase", "--quiet", "FETCH_HEAD", env=env)
+        if rebased.returncode != 0:
+            conflicted = _git_run(history, "diff", "--name-only", "--diff-filter=U").stdout.split()
+            _git_run(history, "rebase", "--abort")
+            raise GitStepFailed(
+                f"another job pushed to {branch} since this one checked it out, changing what this job changed "
+                f"({', '.join(conflicted) or _said(rebased)}), as when two jobs record one machine's history at once "
+                f"(two runners with the label {machine}). Nothing was pushed and the rebase was undone ({history} "
+                "holds this job's commit); give each Mac a label of its own, then run the job again to record its runs"
+            )
+    print(f"perfsuite ci publish: could not push {branch} after {PUSH_ATTEMPTS} attempts: other jobs kept pushing "
+          "first; nothing was pushed, run the job again", file=sys.stderr)
     return 1

@@ -35,6 +35,7 @@ from perfsuite.render.comparison import (
     render_markdown,
     render_terminal,
 )
+from perfsuite.render.escape import terminal_text
 from perfsuite.store.baselines import baseline_path, machine_slug
 
 DEFAULT_RUNS_DIR = ".benchmarks"
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         comparison = _compare(args)
     except CompareError as error:
-        print(f"perfsuite compare: error: {error}", file=sys.stderr)
+        print(f"perfsuite compare: error: {terminal_text(error)}", file=sys.stderr)
         return EXIT_CANNOT_COMPARE
     print(render_terminal(comparison), end="")
     try:
@@ -162,7 +163,8 @@ def _write_outputs(comparison: Comparison, output_dir: Path, chart: bool) -> lis
     output_dir.mkdir(parents=True, exist_ok=True)
     markdown, csv = output_dir / f"{OUTPUT_STEM}.md", output_dir / f"{OUTPUT_STEM}.csv"
     markdown.write_text(render_markdown(comparison), encoding="utf-8")
-    csv.write_text(render_csv(comparison), encoding="utf-8")
+    # A name from undecodable bytes (a lone surrogate) cannot be UTF-8: it is kept as its `\\udcXX` escape.
+    csv.write_text(render_csv(comparison), encoding="utf-8", errors="backslashreplace")
     written = [markdown, csv]
     if chart:
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -106,12 +107,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def name_problem(name: str) -> str | None:
+    """What makes `name` unfit for a runner label, command or branch name in the workflow, or None: whitespace
+    around it (a trailing newline would make `mac` and `mac\\n` two labels), a control character, or a character
+    outside letters, digits, `.`, `_` and `-`, or more than 64 of them."""
+    if name != name.strip():
+        return "has whitespace (a space or a newline) before or after it; remove it"
+    control = next((c for c in name if unicodedata.category(c).startswith("C")), None)
+    if control is not None:
+        return f"holds the control character U+{ord(control):04X}; remove it"
+    if not _LABEL.fullmatch(name):
+        return ("is not a runner label, command or branch name; use up to 64 letters, digits, . _ - (first a letter "
+                "or digit)")
+    return None
+
+
 def check_choices(choices: WorkflowChoices) -> None:
     """Raise UsageError for a label, Python command or branch that would break the workflow, or a process count
     that cannot calibrate the gate."""
-    for label in (*choices.runner_labels, choices.python, choices.default_branch, choices.history_branch):
-        if not _LABEL.match(label):
-            raise UsageError(f"{label!r} is not a runner label, command or branch name; use letters, digits, . _ -")
+    named = [*(("--runner-label", label) for label in choices.runner_labels), ("--python", choices.python),
+             ("--branch", choices.default_branch), ("the history branch", choices.history_branch)]
+    for option, name in named:
+        problem = name_problem(name)
+        if problem is not None:
+            raise UsageError(f"{option} {name!r} {problem}")
     if len(set(choices.runner_labels)) != len(choices.runner_labels):
         raise UsageError(f"--runner-label: each label once, please (got {', '.join(choices.runner_labels)})")
     if not 1 <= choices.processes <= 100:
@@ -170,20 +189,36 @@ def constraints_text(torch_version: str | None) -> str:
     )
 
 
+def yaml_string(text: str) -> str:
+    """`text` as a YAML double-quoted scalar, so that it stays that string: unquoted, `null`, `true`, `3.10` (read
+    3.1) and `010` would each be read as something else. JSON's string syntax is YAML's double-quoted style."""
+    return json.dumps(text)
+
+
 def actionlint_config_text(runner_labels: Sequence[str]) -> str:
     """.github/actionlint.yaml: the self-hosted runners' own labels, so that actionlint checks the workflow's
     `runs-on` against them."""
-    labels = "".join(f"    - {label}\n" for label in runner_labels)
+    labels = "".join(f"    - {yaml_string(label)}\n" for label in runner_labels)
     return f"self-hosted-runner:\n  labels:\n{labels}"
 
 
 def _runner_matrix(labels: Sequence[str]) -> str:
-    return "\n".join(f"          - {label}" for label in labels)
+    return "\n".join(f"          - {yaml_string(label)}" for label in labels)
 
 
 def workflow_text(choices: WorkflowChoices) -> str:
     """The GitHub Actions workflow for `choices` (YAML text)."""
     matrix = _runner_matrix(choices.runner_labels)
+    python, default_branch = yaml_string(choices.python), yaml_string(choices.default_branch)
+    history_branch = yaml_string(choices.history_branch)
+    history_checkout = (
+        "      # Reads the history branch with the job's token, given to this step alone (in its env, never on disk:\n"
+        "      # the checkout keeps no credentials, so no other step can read it). On a private repository git cannot\n"
+        "      # fetch the branch without it; a fetch that fails fails the step, never starting the history over.\n"
+        '      - run: .venv/bin/perfsuite ci checkout-history --branch "$PERF_HISTORY_BRANCH"\n'
+        "        env:\n"
+        "          GITHUB_TOKEN: ${{ github.token }}"
+    )
     setup = f"""      - name: Python environment with perfsuite and the pinned torch
         run: |
           command -v "$PYTHON" || {{ echo "::error::$PYTHON not found on the runner"; exit 1; }}
@@ -208,7 +243,7 @@ def workflow_text(choices: WorkflowChoices) -> str:
 name: perfsuite
 on:
   push:
-    branches: [{choices.default_branch}]
+    branches: [{default_branch}]
   pull_request:
   workflow_dispatch:
     inputs:
@@ -236,7 +271,7 @@ jobs:
       contents: read  # checks the code out
     timeout-minutes: 180
     env:
-      PYTHON: {choices.python}
+      PYTHON: {python}
       PERF_AB_PAIRS: "{choices.ab_pairs}"
     steps:
 {checkout}
@@ -260,18 +295,20 @@ jobs:
       contents: write  # pushes the history branch
     timeout-minutes: 180
     env:
-      PYTHON: {choices.python}
+      PYTHON: {python}
       PERF_PROCESSES: "{choices.processes}"
       PERF_MACHINE: ${{{{ matrix.runner }}}}
-      PERF_HISTORY_BRANCH: {choices.history_branch}
+      PERF_HISTORY_BRANCH: {history_branch}
       PERF_HISTORY_MODE: ${{{{ inputs.rebaseline && 'rebaseline' || 'append' }}}}
     steps:
 {checkout}
 {setup}
-      - run: .venv/bin/perfsuite ci checkout-history --branch "$PERF_HISTORY_BRANCH"
+{history_checkout}
       - run: >-
           .venv/bin/perfsuite ci record --processes "$PERF_PROCESSES" --machine "$PERF_MACHINE"
           --history-mode "$PERF_HISTORY_MODE"
+      # Pushes with the same token (this job's may write), given to this step alone; a push that another Mac beat
+      # is rebased and retried, and one whose rebase conflicts fails, pushing nothing.
       - run: .venv/bin/perfsuite ci publish --branch "$PERF_HISTORY_BRANCH" --machine "$PERF_MACHINE"
         env:
           GITHUB_TOKEN: ${{{{ github.token }}}}
@@ -288,15 +325,15 @@ jobs:
       contents: read  # checks the code out
     timeout-minutes: 30
     env:
-      PYTHON: {choices.python}
-      PERF_HISTORY_BRANCH: {choices.history_branch}
+      PYTHON: {python}
+      PERF_HISTORY_BRANCH: {history_branch}
     steps:
 {checkout}
       - name: Python environment with perfsuite and the pinned torch
         run: |
           "$PYTHON" -m venv .venv
           .venv/bin/python -m pip install -c {CONSTRAINTS_PATH} -r {REQUIREMENTS_PATH}
-      - run: .venv/bin/perfsuite ci checkout-history --branch "$PERF_HISTORY_BRANCH"
+{history_checkout}
       - run: .venv/bin/perfsuite ci site
       - uses: {UPLOAD_ACTION}
         with:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from perfsuite.errors import UsageError
+from perfsuite.render.escape import terminal_text
 from perfsuite.site.build import build_site
 
 DEFAULT_HISTORY = "baselines"
@@ -58,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_CANNOT_BUILD
     for problem in report.problems:
-        print(f"perfsuite site: problem: {problem}", file=sys.stderr)
+        print(f"perfsuite site: problem: {terminal_text(problem)}", file=sys.stderr)
     if report.plot_note:
-        print(f"perfsuite site: note: no plots: {report.plot_note}", file=sys.stderr)
+        print(f"perfsuite site: note: no plots: {terminal_text(report.plot_note)}", file=sys.stderr)
     if report.cases == 0 and not report.problems:
         print(
             f"perfsuite site: error: no case history in {', '.join(map(str, inputs))}: a baseline folder holds "

@@ -11,6 +11,7 @@ from typing import Any
 
 from perfsuite.judge.ab import AB_STATUSES, FAMILY_ERROR_RATE, AbVerdict
 from perfsuite.records import AbMeasurement, AbSide
+from perfsuite.render.escape import markdown_text, plot_text, terminal_text
 
 SCHEMA = "perfsuite-ab"
 SCHEMA_VERSION = 1
@@ -32,7 +33,11 @@ def interval_text(verdict: AbVerdict) -> str:
 
 def ab_message(verdict: AbVerdict, inconclusive_fails: bool = True) -> str:
     """One sentence on the verdict: what changed, how sure, and what could be seen; for an inconclusive one, whether
-    it fails the job (`inconclusive_fails`)."""
+    it fails the job (`inconclusive_fails`). Terminal text: the case's name and the reasons are escaped for it."""
+    return terminal_text(_sentence(verdict, inconclusive_fails))
+
+
+def _sentence(verdict: AbVerdict, inconclusive_fails: bool) -> str:
     name, status = verdict.case.benchmark_id, verdict.status
     if status == "errored":
         return f"{name}: A/B could not judge it: " + "; ".join(verdict.reasons)
@@ -71,12 +76,15 @@ def ab_message(verdict: AbVerdict, inconclusive_fails: bool = True) -> str:
     return f"{name}: {sentence}, {seen}{memory}{alone}"
 
 
-def render_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement]) -> str:
-    """The terminal table: per case base and head ms per step, the ratio with its interval, the floor, the verdict,
-    samples/s on each side and the largest output difference."""
-    header = ("case", "base ms", "head ms", "head/base [interval]", "floor", "verdict", "samples/s base -> head",
-              "output diff")
-    rows = [header]
+TABLE_COLUMNS = ("case", "base ms", "head ms", "head/base [interval]", "floor", "verdict", "samples/s base -> head",
+                 "output diff")
+
+
+def table_rows(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement]) -> list[tuple[str, ...]]:
+    """A row of cells per case, in the order of `TABLE_COLUMNS`: base and head ms per step, the ratio with its
+    interval, the floor, the verdict, samples/s on each side and the largest output difference. Names are as
+    measured: each renderer escapes them for its target."""
+    rows: list[tuple[str, ...]] = []
     for verdict in verdicts:
         measurement = measurements.get(verdict.case.benchmark_id)
         samples = measurement.pairs[0].head.samples_per_step if measurement and measurement.pairs else None
@@ -90,17 +98,37 @@ def render_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMea
                                                        else ""),
             rate, "-" if difference is None else f"{difference:.3g}",
         ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return rows
+
+
+def render_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement]) -> str:
+    """The terminal table of `table_rows`, its columns padded to their widest cell."""
+    rows = [TABLE_COLUMNS, *([terminal_text(cell) for cell in row] for row in table_rows(verdicts, measurements))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     return "\n".join(lines) + "\n"
 
 
-def render_sides(base: AbSide, head: AbSide, measuring: str | None = None) -> str:
-    """Each side's revision, interpreter and torch, and how the sides were measured (`measuring`)."""
-    return "".join(
+def markdown_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement]) -> str:
+    """The rows of `table_rows` as a GitHub-flavoured Markdown table, each cell escaped for it."""
+    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    lines += ["| " + " | ".join(markdown_text(cell) for cell in row) + " |"
+              for row in table_rows(verdicts, measurements)]
+    return "\n".join(lines) + "\n"
+
+
+def side_lines(base: AbSide, head: AbSide, measuring: str | None = None) -> list[str]:
+    """A line per side: its label, revision, Python and torch (as the sides state them: unescaped); then how the
+    sides were measured (`measuring`), where given."""
+    return [
         f"{name}: {side.label} ({side.revision or 'no git revision'}), python {side.python}, torch "
-        f"{side.torch_version or 'unknown'}\n" for name, side in (("base", base), ("head", head))
-    ) + (f"measured: {measuring}\n" if measuring else "")
+        f"{side.torch_version or 'unknown'}" for name, side in (("base", base), ("head", head))
+    ] + ([f"measured: {measuring}"] if measuring else [])
+
+
+def render_sides(base: AbSide, head: AbSide, measuring: str | None = None) -> str:
+    """The sides for the terminal, a line each, and how they were measured."""
+    return "".join(f"{terminal_text(line)}\n" for line in side_lines(base, head, measuring))
 
 
 def measuring_text(in_one_process: bool, process_pairs_reason: str | None, spent_s: float,
@@ -162,7 +190,7 @@ def summary_document(
             ],
         })
     return {
-        "schema": SCHEMA, "version": SCHEMA_VERSION, "started_at": started_at,
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "started_at": started_at,
         "base": {"label": base.label, "revision": base.revision, "python": base.python,
                  "torch_version": base.torch_version},
         "head": {"label": head.label, "revision": head.revision, "python": head.python,
@@ -178,17 +206,14 @@ def summary_json(document: Mapping[str, Any]) -> str:
 
 
 def summary_markdown(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide,
-                     head: AbSide, inconclusive_fails: bool = True) -> str:
-    """The summary as Markdown (a CI job summary): the outcome, the sides, the table and a sentence per case."""
-    table = render_table(verdicts, measurements).splitlines()
-    cells = [[cell for cell in line.split("  ") if cell.strip()] for line in table]
-    markdown = ["| " + " | ".join(cell.strip() for cell in row) + " |" for row in cells]
-    markdown.insert(1, "|" + "---|" * len(cells[0]))
-    sides = render_sides(base, head).splitlines()
+                     head: AbSide, inconclusive_fails: bool = True, measuring: str | None = None) -> str:
+    """The summary as Markdown (a CI job summary): the outcome, the sides and how they were measured, the table and
+    a sentence per case."""
     return (
         "# perfsuite A/B\n\n" + f"**{outcome_line(verdicts, inconclusive_fails)}**\n\n"
-        + "\n".join(f"- {line}" for line in sides) + "\n\n" + "\n".join(markdown) + "\n\n"
-        + "\n".join(f"- {ab_message(verdict, inconclusive_fails)}" for verdict in verdicts) + "\n"
+        + "".join(f"- {markdown_text(line)}\n" for line in side_lines(base, head, measuring)) + "\n"
+        + markdown_table(verdicts, measurements) + "\n"
+        + "".join(f"- {markdown_text(ab_message(verdict, inconclusive_fails))}\n" for verdict in verdicts)
     )
 
 
@@ -213,7 +238,7 @@ def write_ratio_plot(verdicts: Sequence[AbVerdict], path: Path) -> bool:
         band = judged[0].tolerance
         axes.axvspan(1 / (1 + band), 1 + band, color="tab:blue", alpha=0.08, label=f"band ±{band:.0%}")
         axes.legend(loc="lower right", fontsize=7)
-    axes.set_yticks(range(len(judged)), [v.case.benchmark_id for v in judged], fontsize=7)
+    axes.set_yticks(range(len(judged)), [plot_text(v.case.benchmark_id) for v in judged], fontsize=7)
     axes.set_xlabel(f"head / base time per step (simultaneous {100 * (1 - FAMILY_ERROR_RATE):.0f}% intervals)")
     axes.set_title("perfsuite A/B")
     figure.tight_layout()

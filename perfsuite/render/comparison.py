@@ -17,6 +17,7 @@ import pandas as pd
 
 from perfsuite.analyse.compare import KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
 from perfsuite.matrix.axes import EAGER, compile_mode_rank
+from perfsuite.render.escape import markdown_text, plot_text, terminal_text
 from perfsuite.render.units import format_percent, format_time_ratio
 
 NOT_STATED = "?"
@@ -131,9 +132,9 @@ def _time_words(result_set: ResultSet) -> str:
 
 def render_terminal(comparison: Comparison) -> str:
     """The comparison as plain text for a terminal: who A and B are, the table, the summary and legend."""
-    table = display_table(comparison).to_string(index=False)
-    parts = [f"A: {comparison.a.description}", f"B: {comparison.b.description}", "", table, "",
-             summary_line(comparison), *legend_lines(comparison)]
+    table = display_table(comparison).map(terminal_text).to_string(index=False)
+    parts = [f"A: {terminal_text(comparison.a.description)}", f"B: {terminal_text(comparison.b.description)}", "",
+             table, "", terminal_text(summary_line(comparison)), *map(terminal_text, legend_lines(comparison))]
     return "\n".join(parts) + "\n"
 
 
@@ -142,19 +143,19 @@ def render_markdown(comparison: Comparison) -> str:
     table = display_table(comparison)
     parts = [
         "# perfsuite compare", "",
-        f"- **A**: {_escape(comparison.a.description)}",
-        f"- **B**: {_escape(comparison.b.description)}", "",
-        f"**{_escape(summary_line(comparison))}**", "",
+        f"- **A**: {markdown_text(comparison.a.description)}",
+        f"- **B**: {markdown_text(comparison.b.description)}", "",
+        f"**{markdown_text(summary_line(comparison))}**", "",
         markdown_table(list(table.columns), table.itertuples(index=False)), "",
-        *(f"- {_escape(line)}" for line in legend_lines(comparison)),
+        *(f"- {markdown_text(line)}" for line in legend_lines(comparison)),
     ]
     return "\n".join(parts) + "\n"
 
 
 def markdown_table(header: Sequence[str], rows: Any) -> str:
-    """A GitHub-flavoured markdown table from a header and rows of cells."""
-    lines = ["| " + " | ".join(_escape(str(h)) for h in header) + " |", "|" + "---|" * len(header)]
-    lines.extend("| " + " | ".join(_escape(str(c)) for c in row) + " |" for row in rows)
+    """A GitHub-flavoured markdown table from a header and rows of cells, each escaped for it."""
+    lines = ["| " + " | ".join(markdown_text(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines.extend("| " + " | ".join(markdown_text(c) for c in row) + " |" for row in rows)
     return "\n".join(lines)
 
 
@@ -202,14 +203,14 @@ def plot_ratio_chart(comparison: Comparison, path: Path) -> Path:
     for index, label in enumerate(series):
         part = data[data["series"] == label].set_index("model").reindex(models)
         positions = np.arange(len(models)) + (index - (len(series) - 1) / 2) * width
-        bars = axes.bar(positions, part["ratio_b_over_a"].fillna(0.0), width, label=label)
+        bars = axes.bar(positions, part["ratio_b_over_a"].fillna(0.0), width, label=plot_text(label))
         labels = [format_time_ratio(r) if not math.isnan(r) else "" for r in part["ratio_b_over_a"]]
         axes.bar_label(bars, labels=labels, fontsize=8)
     axes.axhline(1.0, color="grey", linewidth=1, linestyle="--")
-    axes.set_xticks(np.arange(len(models)), models)
+    axes.set_xticks(np.arange(len(models)), [plot_text(model) for model in models])
     axes.set_ylabel("B time / A time (below 1: A slower)")
     axes.set_title(
-        f"A = {short_label(comparison.a)}, B = {short_label(comparison.b)}\n"
+        f"A = {plot_text(short_label(comparison.a))}, B = {plot_text(short_label(comparison.b))}\n"
         "B/A time per model (geometric mean over batch sizes and modes)",
         fontsize=9,
     )
@@ -242,6 +243,3 @@ def _figure(value: Any) -> str:
 def _distinct(values: pd.Series) -> list[str]:
     return sorted({str(v) for v in values if _known(v)})
 
-
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|")

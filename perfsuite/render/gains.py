@@ -22,6 +22,7 @@ from perfsuite.analyse.gains import (
 )
 from perfsuite.matrix.axes import EAGER
 from perfsuite.render.comparison import markdown_table
+from perfsuite.render.escape import terminal_text
 from perfsuite.render.units import format_bytes, format_seconds
 
 FORMATS = ("text", "md", "csv")
@@ -189,7 +190,7 @@ def render(result: Gains, output_format: str = "text", tables: Sequence[str] = T
     parts = []
     if result.ignored:
         ignored = ", ".join(result.ignored)
-        parts += [f"ignored {len(result.ignored)} benchmark(s) without perfsuite facts: {ignored}", ""]
+        parts += [terminal_text(f"ignored {len(result.ignored)} benchmark(s) without perfsuite facts: {ignored}"), ""]
     for name in tables:
         names = [name, "best-workers"] if name == "dataloader" and "best-workers" in shown else [name]
         for part in names:
@@ -209,7 +210,7 @@ def _section(name: str, table: pd.DataFrame | None, output_format: str) -> list[
     elif output_format == "md":
         body = markdown_table(list(table.columns), table.itertuples(index=False))
     else:
-        body = table.to_string(index=False)
+        body = table.map(terminal_text).to_string(index=False)
     return [title, "", body, ""]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from perfsuite.records import ProcessProgress
+from perfsuite.render.escape import terminal_text
 
 
 def remaining_s(elapsed_s: float, done: int, total: int) -> float | None:
@@ -33,6 +34,6 @@ def process_progress_line(progress: ProcessProgress) -> str:
     left = remaining_s(progress.elapsed_s, progress.done, progress.total)
     shown = "" if left is None else f", about {left:.0f} s left"
     return (
-        f"perfsuite: process {progress.pass_index}/{progress.passes} measured {progress.benchmark_id} "
+        f"perfsuite: process {progress.pass_index}/{progress.passes} measured {terminal_text(progress.benchmark_id)} "
         f"({progress.done}/{progress.total}{shown})"
     )

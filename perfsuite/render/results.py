@@ -13,6 +13,7 @@ import pandas as pd
 from perfsuite.matrix.axes import ACCELERATOR_DEFAULT_PROFILE, CPU_DEFAULT_PROFILE, base_mode
 from perfsuite.matrix.cases import MatrixOptions
 from perfsuite.records import Measurement
+from perfsuite.render.escape import markdown_text, terminal_text
 from perfsuite.render.units import format_bytes, format_seconds
 
 RESULT_COLUMNS = ("case", "median", "figure", "latency", "samples/s", "TFLOP/s", "memory", "memory figure", "runs",
@@ -20,7 +21,8 @@ RESULT_COLUMNS = ("case", "median", "figure", "latency", "samples/s", "TFLOP/s",
 
 
 def result_rows(measurements: Sequence[Measurement], verdicts: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
-    """Display rows by device, in the order measured; `verdicts` maps a benchmark id to its verdict."""
+    """Display rows by device, in the order measured; `verdicts` maps a benchmark id to its verdict. Names are as
+    measured: each renderer escapes them for its target."""
     by_device: dict[str, list[dict[str, str]]] = {}
     for measurement in measurements:
         case, last = measurement.case, measurement.last
@@ -58,8 +60,8 @@ def render_results(measurements: Sequence[Measurement], verdicts: Mapping[str, s
     """A fixed-width table per device, headed by the device's name; '' when nothing was measured."""
     blocks = []
     for device, rows in result_rows(measurements, verdicts).items():
-        table = pd.DataFrame(rows, columns=list(RESULT_COLUMNS)).to_string(index=False)
-        blocks.append(f"{device}:\n{table}")
+        table = pd.DataFrame(rows, columns=list(RESULT_COLUMNS)).map(terminal_text).to_string(index=False)
+        blocks.append(f"{terminal_text(device)}:\n{table}")
     return "\n\n".join(blocks)
 
 
@@ -67,9 +69,9 @@ def render_results_markdown(measurements: Sequence[Measurement], verdicts: Mappi
     """The same tables in markdown, a heading per device."""
     lines = []
     for device, rows in result_rows(measurements, verdicts).items():
-        lines += [f"## {device}", "", "| " + " | ".join(RESULT_COLUMNS) + " |",
+        lines += [f"## {markdown_text(device)}", "", "| " + " | ".join(RESULT_COLUMNS) + " |",
                   "|" + "|".join("---" for _ in RESULT_COLUMNS) + "|"]
-        lines += ["| " + " | ".join(row[c] for c in RESULT_COLUMNS) + " |" for row in rows]
+        lines += ["| " + " | ".join(markdown_text(row[c]) for c in RESULT_COLUMNS) + " |" for row in rows]
         lines.append("")
     return "\n".join(lines)
 
@@ -84,7 +86,7 @@ def session_header(options: MatrixOptions, profile_chosen: bool, models: Sequenc
             f"scaled down, minutes on a few CPU cores); the article's sizes: add --perf-profile "
             f"{ACCELERATOR_DEFAULT_PROFILE}"
         ]
-    return note + [
+    return note + [terminal_text(
         f"perfsuite: profile={options.profile} device={','.join(options.devices)} dtype={','.join(options.dtypes)} "
         f"model={','.join(models)} compile={','.join(options.compile_modes)} processes={processes}"
-    ]
+    )]

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from perfsuite.judge.verdicts import VERDICT_STATUSES, Verdict
+from perfsuite.render.escape import markdown_text, terminal_text
 from perfsuite.render.units import format_bytes, format_ratio, format_seconds
 from perfsuite.render.verdicts import RECORD_COMMAND, verdict_message
 
@@ -75,7 +76,8 @@ def headline(verdicts: Sequence[Verdict], errors: int = 0) -> str:
 
 
 def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, str]]:
-    """One row of display text per verdict, failures first; the columns are `COLUMNS`."""
+    """One row of display text per verdict, failures first; the columns are `COLUMNS`. The benchmark ids are as
+    measured: each renderer escapes them for its target."""
     rows = []
     for verdict in sorted(verdicts, key=_order):
         interval = "-" if verdict.ci_low is None else f"[{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
@@ -117,9 +119,10 @@ def render_terminal(verdicts: Sequence[Verdict], errors: Mapping[str, str] | Non
     that errored and the legend."""
     errors = errors or {}
     if not verdicts:
-        return headline(verdicts, len(errors)) + "\n" + "".join(f"  {line}\n" for line in _error_lines(errors))
-    table = pd.DataFrame(verdict_rows(verdicts), columns=list(COLUMNS)).to_string(index=False)
-    details = "".join(f"  {line}\n" for line in [*_details(verdicts), *_error_lines(errors)])
+        return headline(verdicts, len(errors)) + "\n" + "".join(
+            f"  {terminal_text(line)}\n" for line in _error_lines(errors))
+    table = pd.DataFrame(verdict_rows(verdicts), columns=list(COLUMNS)).map(terminal_text).to_string(index=False)
+    details = "".join(f"  {terminal_text(line)}\n" for line in [*_details(verdicts), *_error_lines(errors)])
     return f"{headline(verdicts, len(errors))}\n{table}\n" + (f"\n{details}" if details else "") + f"\n{LEGEND}\n"
 
 
@@ -139,23 +142,18 @@ def render_json(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = 
     return json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
 
-def _cell(text: str) -> str:
-    # A pipe would end the cell; a newline would end the row.
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None) -> str:
     """A markdown report for a pull-request comment: the headline in bold, a table, the messages, the legend."""
     errors = errors or {}
     lines = [f"**{headline(verdicts, len(errors))}**", ""]
     if not verdicts:
-        return "\n".join(lines + [f"- {_cell(line)}" for line in _error_lines(errors)]) + "\n"
+        return "\n".join(lines + [f"- {markdown_text(line)}" for line in _error_lines(errors)]) + "\n"
     lines.append("| " + " | ".join(COLUMNS) + " |")
     lines.append("|" + "|".join("---" for _ in COLUMNS) + "|")
     for row in verdict_rows(verdicts):
-        lines.append("| " + " | ".join(_cell(row[column]) for column in COLUMNS) + " |")
+        lines.append("| " + " | ".join(markdown_text(row[column]) for column in COLUMNS) + " |")
     details = [*_details(verdicts), *_error_lines(errors)]
     if details:
-        lines += ["", *(f"- {_cell(line)}" for line in details)]
-    lines += ["", f"_{LEGEND}_"]
+        lines += ["", *(f"- {markdown_text(line)}" for line in details)]
+    lines += ["", f"_{markdown_text(LEGEND)}_"]
     return "\n".join(lines) + "\n"

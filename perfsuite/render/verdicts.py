@@ -10,6 +10,7 @@ import math
 from perfsuite.errors import REBASELINE_COMMAND
 from perfsuite.judge.stats import RECOMMENDED_PROCESSES, RunComparison, baseline_runs_needed, smallest_p_value
 from perfsuite.judge.verdicts import Verdict
+from perfsuite.render.escape import terminal_text
 from perfsuite.render.units import format_bytes, format_ratio, format_seconds
 
 # The command a message tells the user to run to record a history the gate can judge: K processes at once, since
@@ -20,7 +21,12 @@ AB_COMMAND = "pytest --benchmark-only --perf-ab merge-base"
 
 
 def verdict_message(verdict: Verdict) -> str:
-    """One line for people: the outcome and why, the floor, the memory change, and the next step where one is due."""
+    """One line for people: the outcome and why, the floor, the memory change, and the next step where one is due.
+    Terminal text: the case's name, the reasons and the baseline's path are escaped for it."""
+    return terminal_text(_sentence(verdict))
+
+
+def _sentence(verdict: Verdict) -> str:
     benchmark_id = verdict.benchmark_id
     if verdict.status == "no-baseline":
         return f"{benchmark_id}: no baseline in {verdict.baseline_source}; record one with `{RECORD_COMMAND}`"

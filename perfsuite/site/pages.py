@@ -7,12 +7,13 @@ best (`12.3 ms`), ratios as `x1.042`, floors and bands as percentages.
 
 from __future__ import annotations
 
-import html
+import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from perfsuite.render.comparison import display_table, legend_lines, short_label, summary_line
+from perfsuite.render.escape import html_text
 from perfsuite.render.units import format_bytes, format_percent, format_ratio, format_seconds
 from perfsuite.site.ab import AbCase, AbReading, AbSide
 from perfsuite.site.comparisons import ComparisonView
@@ -27,11 +28,9 @@ CASES_FOLDER = "cases"
 FILTERS = ("device", "machine", "model", "mode")
 SPARKLINE_WIDTH, SPARKLINE_HEIGHT = 100, 20
 ABSENT = "-"
-
-
-def esc(value: object) -> str:
-    """`value` as text safe inside HTML elements and attribute values."""
-    return html.escape(str(value), quote=True)
+# A case page's name stays far below the 255 bytes a file name may have, whatever the machine and model names.
+MAX_PAGE_STEM_CHARS = 120
+PAGE_HASH_CHARS = 12
 
 
 @dataclass(frozen=True)
@@ -48,37 +47,37 @@ def page(title: str, body: str, links: SiteLinks, generated_at: str, root: str =
     nav = [(f"{root}{INDEX_PAGE}", "Cases"), (f"{root}{COMPARE_PAGE}", "Comparison")]
     if links.has_ab:
         nav.append((f"{root}{AB_PAGE}", "A/B"))
-    items = "".join(f'<a href="{esc(href)}">{esc(text)}</a>' for href, text in nav)
+    items = "".join(f'<a href="{html_text(href)}">{html_text(text)}</a>' for href, text in nav)
     if links.problem_count:
-        items += (f'<a class="problems-link" href="{esc(root)}{INDEX_PAGE}#problems">'
+        items += (f'<a class="problems-link" href="{html_text(root)}{INDEX_PAGE}#problems">'
                   f"{links.problem_count} problem{'s' if links.problem_count != 1 else ''}</a>")
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{esc(title)}</title>\n"
-        f'<link rel="stylesheet" href="{esc(root)}site.css">\n'
+        f"<title>{html_text(title)}</title>\n"
+        f'<link rel="stylesheet" href="{html_text(root)}site.css">\n'
         "</head>\n<body>\n"
         f'<header><span class="brand">perfsuite history</span><nav>{items}</nav></header>\n'
         f"<main>\n{body}\n</main>\n"
-        f"<footer>Built by <code>perfsuite site</code> at {esc(generated_at)}.</footer>\n"
-        f'<script src="{esc(root)}site.js"></script>\n'
+        f"<footer>Built by <code>perfsuite site</code> at {html_text(generated_at)}.</footer>\n"
+        f'<script src="{html_text(root)}site.js"></script>\n'
         "</body>\n</html>\n"
     )
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], attributes: str = "") -> str:
     """An HTML table; `headers` are text (escaped here), `rows` hold cells that are already HTML (`<td>...`)."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    head = "".join(f"<th>{html_text(h)}</th>" for h in headers)
     body = "\n".join(f"<tr>{''.join(cells)}</tr>" for cells in rows)
     return f"<table{attributes}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
 
 
 def cell(text: object, value: object = None, css: str = "") -> str:
     """A table cell of `text` (escaped); `value` is what the index sorts by (a number, or text)."""
-    sort = "" if value is None else f' data-value="{esc(value)}"'
-    css_class = f' class="{esc(css)}"' if css else ""
-    return f"<td{sort}{css_class}>{esc(text)}</td>"
+    sort = "" if value is None else f' data-value="{html_text(value)}"'
+    css_class = f' class="{html_text(css)}"' if css else ""
+    return f"<td{sort}{css_class}>{html_text(text)}</td>"
 
 
 # --- pieces -------------------------------------------------------------------------------------------------
@@ -101,7 +100,7 @@ def sparkline_svg(values_s: Sequence[float], width: int = SPARKLINE_WIDTH, heigh
     label = f"{len(values_s)} runs, {format_seconds(low)} to {format_seconds(high)}"
     return (
         f'<svg class="spark" width="{width}" height="{height}" viewBox="-2 -2 {width + 4} {height + 4}" role="img" '
-        f'aria-label="{esc(label)}"><polyline points="{points}" fill="none" stroke="currentColor" '
+        f'aria-label="{html_text(label)}"><polyline points="{points}" fill="none" stroke="currentColor" '
         f'stroke-width="1"/><circle cx="{last_x:.1f}" cy="{last_y:.1f}" r="2"/></svg>'
     )
 
@@ -113,11 +112,16 @@ def floor_text(floor: float | None) -> str:
 
 
 def case_page_names(histories: Sequence[CaseHistory]) -> dict[tuple[str, str, str], str]:
-    """The file name of each history's page, unique and safe in a URL: `<device>--<machine>--<benchmark id>.html`."""
+    """The file name of each history's page, unique and safe in a URL: `<device>--<machine>--<benchmark id>.html`,
+    ASCII; a name longer than MAX_PAGE_STEM_CHARS is cut and ends in a hash of the whole key instead."""
     names: dict[tuple[str, str, str], str] = {}
     taken: set[str] = set()
     for history in histories:
         stem = re.sub(r"[^A-Za-z0-9._-]+", "-", "--".join(history.key)).strip("-.") or "case"
+        if len(stem) > MAX_PAGE_STEM_CHARS:
+            key = "\0".join(history.key).encode("utf-8", "surrogatepass")
+            digest = hashlib.sha256(key).hexdigest()[:PAGE_HASH_CHARS]
+            stem = f"{stem[:MAX_PAGE_STEM_CHARS - PAGE_HASH_CHARS - 1].rstrip('-.')}-{digest}"
         name, number = f"{stem}.html", 2
         while name in taken:
             name, number = f"{stem}-{number}.html", number + 1
@@ -132,9 +136,9 @@ def problems_section(problems: Sequence[FileProblem], heading: str = "Files with
     if not problems:
         return ""
     rows = [[cell(p.path), cell(p.problem), cell(p.remedy)] for p in problems]
-    anchor_id = f' id="{esc(anchor)}"' if anchor else ""
+    anchor_id = f' id="{html_text(anchor)}"' if anchor else ""
     return (
-        f'<section{anchor_id} class="problems">\n<h2>{esc(heading)} ({len(problems)})</h2>\n'
+        f'<section{anchor_id} class="problems">\n<h2>{html_text(heading)} ({len(problems)})</h2>\n'
         "<p>These files, or entries of them, could not be used; the pages show everything else.</p>\n"
         + table(("file", "what is wrong", "what to do"), rows) + "\n</section>"
     )
@@ -165,7 +169,7 @@ def index_row(row: IndexRow) -> str:
     verdict = summary.last_verdict
     cells = [
         cell(history.device), cell(history.machine),
-        f'<td><a href="{esc(row.href)}">{esc(case.model)}</a></td>',
+        f'<td><a href="{html_text(row.href)}">{html_text(case.model)}</a></td>',
         cell(case.dtype), cell(case.batch_size, case.batch_size), cell(case.mode), cell(case.compile),
         cell(case.profile),
         cell(format_seconds(summary.last_median_s), f"{summary.last_median_s:.6g}"),
@@ -173,11 +177,13 @@ def index_row(row: IndexRow) -> str:
         cell(floor_text(summary.floor), "" if summary.floor is None else f"{summary.floor:.6g}"),
         cell(verdict or ABSENT, verdict or "", f"verdict verdict-{verdict}" if verdict else ""),
         cell(summary.run_count, summary.run_count),
-        f'<td><a href="{esc(row.href)}" title="every run of this case">{sparkline_svg(summary.sparkline_s)}</a></td>',
+        f'<td><a href="{html_text(row.href)}" title="every run of this case">'
+        f"{sparkline_svg(summary.sparkline_s)}</a></td>",
     ]
-    filters = " ".join(f'data-{name}="{esc(value)}"' for name, value in zip(
+    filters = " ".join(f'data-{name}="{html_text(value)}"' for name, value in zip(
         FILTERS, (history.device, history.machine, case.model, case.mode), strict=True))
-    return f'<tr {filters} id="{esc(history.case.benchmark_id)}--{esc(history.machine)}">{"".join(cells)}</tr>'
+    row_id = html_text(f"{history.case.benchmark_id}--{history.machine}")
+    return f'<tr {filters} id="{row_id}">{"".join(cells)}</tr>'
 
 
 def filter_controls(rows: Sequence[IndexRow]) -> str:
@@ -190,9 +196,9 @@ def filter_controls(rows: Sequence[IndexRow]) -> str:
                 values[name].append(value)
     selects = []
     for name in FILTERS:
-        options = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in sorted(values[name]))
+        options = "".join(f'<option value="{html_text(v)}">{html_text(v)}</option>' for v in sorted(values[name]))
         selects.append(
-            f'<label>{esc(name)} <select name="{esc(name)}" data-filter="{esc(name)}">'
+            f'<label>{html_text(name)} <select name="{html_text(name)}" data-filter="{html_text(name)}">'
             f'<option value="">all</option>{options}</select></label>'
         )
     return (
@@ -208,8 +214,8 @@ def index_page(
     """The index: one row per (device, machine, case) with filters and sortable columns, then the files with
     problems, then the files read (`sources`: path and what it held) and the files not read."""
     header = "".join(
-        f'<th data-type="{kind}"><button type="button">{esc(name)}</button></th>' if kind != "none"
-        else f"<th>{esc(name)}</th>"
+        f'<th data-type="{kind}"><button type="button">{html_text(name)}</button></th>' if kind != "none"
+        else f"<th>{html_text(name)}</th>"
         for name, kind in INDEX_COLUMNS
     )
     body_rows = "\n".join(index_row(r) for r in rows)
@@ -257,7 +263,7 @@ def case_facts(history: CaseHistory) -> str:
         ("runs", f"{len(history.runs)} in {len(sessions)} sessions, {sessions[0].recorded_at} to "
                  f"{sessions[-1].recorded_at}"),
     )
-    return '<dl class="facts">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts) + "</dl>"
+    return '<dl class="facts">' + "".join(f"<dt>{html_text(k)}</dt><dd>{html_text(v)}</dd>" for k, v in facts) + "</dl>"
 
 
 def verdict_text(verdict: ArchivedVerdict) -> str:
@@ -296,8 +302,8 @@ def marks_list(found: Sequence[Mark], history: CaseHistory) -> str:
     items = []
     for mark in found:
         session = history.sessions[mark.index]
-        items.append(f'<li class="mark mark-{esc(mark.kind)}">{esc(session.recorded_at)} '
-                     f"({esc(session.commit or 'no commit')}): {esc(mark.label)}</li>")
+        items.append(f'<li class="mark mark-{html_text(mark.kind)}">{html_text(session.recorded_at)} '
+                     f"({html_text(session.commit or 'no commit')}): {html_text(mark.label)}</li>")
     return f'<ul class="marks">{"".join(items)}</ul>'
 
 
@@ -319,11 +325,11 @@ def case_page(
         "figure changes (step: steps back to back and one drain a round; latency: one step and a drain) and "
         "rebaselines; triangles: sessions judged regressed (up) or improved (down), with the ratio."
         "</figcaption></figure>"
-        if plot_svg else f'<p class="note">{esc(plot_note or "No plot.")}</p>'
+        if plot_svg else f'<p class="note">{html_text(plot_note or "No plot.")}</p>'
     )
     body = "\n".join((
-        f'<p><a href="../{INDEX_PAGE}">All cases</a></p>', f"<h1>{esc(title)}</h1>",
-        f'<p class="headline">{esc(headline)}</p>', case_facts(history), figure,
+        f'<p><a href="../{INDEX_PAGE}">All cases</a></p>', f"<h1>{html_text(title)}</h1>",
+        f'<p class="headline">{html_text(headline)}</p>', case_facts(history), figure,
         "<h2>Marks</h2>", marks_list(found_marks, history), "<h2>Sessions, newest first</h2>", sessions_table(history),
     ))
     return page(f"perfsuite: {title}", body, links, generated_at, root="../")
@@ -337,11 +343,12 @@ def comparison_section(view: ComparisonView) -> str:
     assert comparison is not None  # only compared pairs have a section
     shown = display_table(comparison)
     rows = [[cell(v) for v in record] for record in shown.itertuples(index=False)]
-    legend = "".join(f"<li>{esc(line)}</li>" for line in legend_lines(comparison))
+    legend = "".join(f"<li>{html_text(line)}</li>" for line in legend_lines(comparison))
     return (
-        f"<section class=\"comparison\">\n<h2>A: {esc(short_label(view.a))} &mdash; B: {esc(short_label(view.b))}"
-        f"</h2>\n<p>A: {esc(view.a.description)}<br>B: {esc(view.b.description)}</p>\n"
-        f"<p><strong>{esc(summary_line(comparison))}</strong></p>\n<ul class=\"legend\">{legend}</ul>\n"
+        f"<section class=\"comparison\">\n<h2>A: {html_text(short_label(view.a))} &mdash; "
+        f"B: {html_text(short_label(view.b))}"
+        f"</h2>\n<p>A: {html_text(view.a.description)}<br>B: {html_text(view.b.description)}</p>\n"
+        f"<p><strong>{html_text(summary_line(comparison))}</strong></p>\n<ul class=\"legend\">{legend}</ul>\n"
         + table(list(shown.columns), rows, ' class="compare"') + "\n</section>"
     )
 
@@ -362,8 +369,8 @@ def comparison_page(
     sections = [comparison_section(v) for v in compared] or ["<p>No pair of result sets could be compared.</p>"]
     if not_compared:
         items = "".join(
-            f"<li><strong>A: {esc(short_label(v.a))} ({esc(v.a.name)}), B: {esc(short_label(v.b))} "
-            f"({esc(v.b.name)})</strong><pre>{esc(v.why_not)}</pre></li>"
+            f"<li><strong>A: {html_text(short_label(v.a))} ({html_text(v.a.name)}), B: {html_text(short_label(v.b))} "
+            f"({html_text(v.b.name)})</strong><pre>{html_text(v.why_not)}</pre></li>"
             for v in not_compared
         )
         sections.append(f'<section id="not-compared">\n<h2>Not compared</h2>\n<ul>{items}</ul>\n</section>')
@@ -394,8 +401,8 @@ def ab_section(reading: AbReading, label: str) -> str:
     largest output difference, the message), then its bad entries."""
     summary = reading.summary
     if summary is None:
-        return f"<section class=\"ab\">\n<h2>{esc(label)}</h2>\n" + problems_section(reading.problems, "Not read") + (
-            "\n</section>")
+        return (f"<section class=\"ab\">\n<h2>{html_text(label)}</h2>\n"
+                + problems_section(reading.problems, "Not read") + "\n</section>")
     rows = []
     for entry in summary.cases:
         bounds = ("" if entry.ci_low is None or entry.ci_high is None
@@ -411,10 +418,10 @@ def ab_section(reading: AbReading, label: str) -> str:
     counts = ", ".join(f"{sum(1 for c in summary.cases if c.status == s)} {s}"
                        for s in dict.fromkeys(c.status or "no status" for c in summary.cases))
     return (
-        f"<section class=\"ab\">\n<h2>{esc(label)}</h2>\n"
-        f"<p>{esc(_side_text('base', summary.base))}<br>{esc(_side_text('head', summary.head))}<br>"
-        f"started {esc(summary.started_at or 'at an unstated time')}; {len(summary.cases)} cases"
-        f"{': ' + esc(counts) if counts else ''}</p>\n"
+        f"<section class=\"ab\">\n<h2>{html_text(label)}</h2>\n"
+        f"<p>{html_text(_side_text('base', summary.base))}<br>{html_text(_side_text('head', summary.head))}<br>"
+        f"started {html_text(summary.started_at or 'at an unstated time')}; {len(summary.cases)} cases"
+        f"{': ' + html_text(counts) if counts else ''}</p>\n"
         + table(("case", "status", "base median", "head median", "head/base", "floor", "band",
                  "largest output difference", "message"), rows, ' class="ab-cases"')
         + "\n" + problems_section(reading.problems, "Entries left out") + "\n</section>"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfsuite.render.comparison import PlottingUnavailable
+from perfsuite.render.escape import plot_text
 from perfsuite.site.history import CaseHistory, Mark, run_quartiles_s
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ class _Layout:
 
 
 def _tick_label(recorded_at: str, commit: str | None) -> str:
-    return f"{recorded_at[:10]}\n{commit or ''}".rstrip()
+    return f"{plot_text(recorded_at[:10])}\n{plot_text(commit or '')}".rstrip()
 
 
 def _draw_marks(axes: Axes, found_marks: Sequence[Mark], session_medians: np.ndarray) -> list[Artist]:
@@ -179,7 +180,7 @@ def _draw_marks(axes: Axes, found_marks: Sequence[Mark], session_medians: np.nda
         drawn.append(axes.axvline(index - 0.5, color=colour, linestyle="--", linewidth=0.9))
         if count >= len(lines) - MAX_LABELS:
             drawn.append(axes.annotate(
-                ", ".join(m.label for m in together), (index - 0.5, 1.0), xycoords=("data", "axes fraction"),
+                plot_text(", ".join(m.label for m in together)), (index - 0.5, 1.0), xycoords=("data", "axes fraction"),
                 rotation=90, va="top", ha="right", fontsize=6.5, color=colour,
                 bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.5}))
     verdicts = [m for m in found_marks if m.kind in VERDICT_MARKS]
@@ -190,7 +191,7 @@ def _draw_marks(axes: Axes, found_marks: Sequence[Mark], session_medians: np.nda
                                color=colour)
     for mark in verdicts[-MAX_LABELS:]:
         drawn.append(axes.annotate(
-            mark.label.split(" ")[-1], (mark.index, session_medians[mark.index]), textcoords="offset points",
+            plot_text(mark.label.split(" ")[-1]), (mark.index, session_medians[mark.index]), textcoords="offset points",
             xytext=(0, 7 if mark.kind == "regressed" else -11), ha="center", fontsize=6.5,
             color=VERDICT_MARKS[mark.kind][1]))
     return drawn

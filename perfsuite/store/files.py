@@ -5,6 +5,8 @@
   old file or the new one, never half of one. It never replaces a device, a folder, a FIFO or another special file.
 - `write_new_text_atomically(folder, name_for, text)` is its append-only twin (the archive): the same temporary
   file, but linked to a name that is free, never replacing anything already there.
+- `keep_out_of_git(folder)` makes perfsuite's working folder `.perfsuite/` ignore itself, and refuses a file in
+  its place with a message.
 - `read_bytes_capped(path, max_bytes, remedy)` is how perfsuite reads a file a user names: only a regular file,
   opened so that a FIFO cannot block, and never more than `max_bytes`, whatever the file says its size is.
   `perfsuite.store.jsonfile.read_json_file` builds on it.
@@ -21,11 +23,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from perfsuite.errors import BadFileError
+from perfsuite.errors import BadFileError, UsageError
 
 NEW_FILE_MODE = 0o644  # a file perfsuite makes is shared (baselines go into version control)
 _READ_CHUNK_BYTES = 1 << 20
 WRITE_REMEDY = "perfsuite writes only to regular files and new paths; name another file"
+WORK_FOLDER = ".perfsuite"  # perfsuite's working folder in a project: it ignores itself (`keep_out_of_git`)
+WORK_FOLDER_IGNORE = "# perfsuite's working files (A/B base checkouts, session summaries); never committed\n*\n"
 
 
 def write_text_atomically(path: Path | str, text: str) -> Path:
@@ -102,6 +106,33 @@ def _durable_temporary(folder: Path, prefix: str, data: bytes, mode: int) -> str
             os.unlink(temporary)
         raise
     return temporary
+
+
+def keep_out_of_git(folder: Path) -> None:
+    """Where `folder` is perfsuite's working folder (named WORK_FOLDER: the A/B base checkouts, and the session's
+    summaries by default), make it when missing, with a .gitignore that ignores everything in it, so the project's
+    `git status` never shows it; any other folder is left alone. Raises UsageError when a file (or anything but a
+    folder) is in its place, OSError when it cannot be made or written."""
+    if folder.name != WORK_FOLDER:
+        return
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise UsageError(
+            f"{folder} is {_kind_at(folder)}, but perfsuite keeps its working files (A/B base checkouts, the "
+            f"session's summaries) in a folder of that name; move it out of the way (e.g. `mv {folder} "
+            f"{folder}.old`) and run again"
+        )
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(ignore, WORK_FOLDER_IGNORE)
+
+
+def _kind_at(path: Path) -> str:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "a broken symlink"
+    return (special_file_kind(mode) or "a file") + _resolved(path)
 
 
 def refuse_special_file(path: Path | str, remedy: str = WRITE_REMEDY) -> int:

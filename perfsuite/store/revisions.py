@@ -11,9 +11,14 @@ import subprocess
 from pathlib import Path
 
 from perfsuite.errors import UsageError
+from perfsuite.store.files import WORK_FOLDER, keep_out_of_git
 
 MERGE_BASE = "merge-base"
-CHECKOUTS_FOLDER = Path(".perfsuite") / "ab"
+CHECKOUTS_FOLDER = Path(WORK_FOLDER) / "ab"
+SHALLOW_HINT = (
+    "; this clone is shallow (its history is cut off), so the base may not be in it: fetch the whole history with "
+    "`git fetch --unshallow` (in GitHub Actions: `fetch-depth: 0` on actions/checkout)"
+)
 DEFAULT_BRANCH_GUESSES = ("main", "master", "origin/main", "origin/master")
 
 
@@ -22,6 +27,11 @@ def _git(root: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", str(root), *arguments], capture_output=True, text=True, timeout=300)
     except FileNotFoundError:
         raise UsageError("--perf-ab needs git on the PATH to check out the base revision") from None
+
+
+def _shallow_hint(root: Path) -> str:
+    """SHALLOW_HINT when the clone at `root` is shallow, else ""."""
+    return SHALLOW_HINT if _git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == "true" else ""
 
 
 def default_branch(root: Path) -> str:
@@ -35,7 +45,7 @@ def default_branch(root: Path) -> str:
             return name
     raise UsageError(
         f"--perf-ab {MERGE_BASE}: {root} has no default branch to take the merge base with (no origin/HEAD, main or "
-        "master); name the base revision instead, e.g. --perf-ab HEAD~1"
+        f"master); name the base revision instead, e.g. --perf-ab HEAD~1{_shallow_hint(root)}"
     )
 
 
@@ -49,13 +59,14 @@ def resolve_revision(root: Path, revision: str) -> str:
         branch = default_branch(root)
         found = _git(root, "merge-base", "HEAD", branch)
         if found.returncode != 0:
-            raise UsageError(f"--perf-ab {MERGE_BASE}: HEAD and {branch} have no merge base in {root}")
+            raise UsageError(f"--perf-ab {MERGE_BASE}: HEAD and {branch} have no merge base in {root}"
+                             + _shallow_hint(root))
         return found.stdout.strip()
     found = _git(root, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
     if found.returncode != 0 or not found.stdout.strip():
         raise UsageError(
             f"--perf-ab {revision}: no such revision in {root}; give a branch, a tag, a commit or {MERGE_BASE} "
-            "(`git log --oneline` lists commits; fetch a remote branch first)"
+            f"(`git log --oneline` lists commits; fetch a remote branch first){_shallow_hint(root)}"
         )
     return found.stdout.strip()
 
@@ -74,10 +85,7 @@ def base_checkout(root: Path, commit: str) -> Path:
     with changes, or at another commit, is refused (nothing is measured, nothing removed)."""
     top = Path(_git(root, "rev-parse", "--show-toplevel").stdout.strip() or root)
     folder = top / CHECKOUTS_FOLDER / commit[:12]
-    ignore = top / CHECKOUTS_FOLDER.parent / ".gitignore"
-    if not ignore.exists():
-        ignore.parent.mkdir(parents=True, exist_ok=True)
-        ignore.write_text("# perfsuite's working files (A/B base checkouts); never committed\n*\n", encoding="utf-8")
+    keep_out_of_git(top / WORK_FOLDER)
     if folder.exists():
         at = _git(folder, "rev-parse", "HEAD").stdout.strip()
         changes = "\n".join(line for line in _git(folder, "status", "--porcelain").stdout.splitlines()

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from perfsuite.cli import main
 from perfsuite.commands import ci, init_ci
@@ -117,16 +118,28 @@ def test_tokens_are_read_only_except_where_the_history_is_pushed(workflow):
     assert workflow.count("persist-credentials: false") == workflow.count("uses: actions/checkout@")
 
 
+def test_the_token_reaches_only_the_steps_that_run_git_on_the_history():
+    """A private repository's history branch cannot be fetched without a token: checkout-history (record and site)
+    and publish get the job's token in their own env; no other step does, and no checkout keeps it on disk."""
+    steps = yaml.safe_load(init_ci.workflow_text(init_ci.WorkflowChoices()))["jobs"]
+    given = {(job, step["run"].split()[2]) for job, spec in steps.items() for step in spec["steps"]
+             if "GITHUB_TOKEN" in step.get("env", {})}
+    assert given == {("record", "checkout-history"), ("record", "publish"), ("site", "checkout-history")}
+    assert all(step.get("env", {}).get("GITHUB_TOKEN") == "${{ github.token }}"
+               for spec in steps.values() for step in spec["steps"] if "GITHUB_TOKEN" in step.get("env", {}))
+    assert steps["site"]["permissions"] == {"contents": "read"}
+
+
 def test_every_action_is_pinned_to_a_full_commit(workflow):
     uses = re.findall(r"uses: (\S+)", workflow)
     assert uses and all(re.fullmatch(r"[\w-]+/[\w-]+@[0-9a-f]{40}", action) for action in uses)
 
 
 def test_each_runner_label_is_a_job_of_the_matrix_and_names_its_history(workflow, project):
-    assert all(workflow.count(f"          - {label}\n") == 2 for label in LABELS)
+    assert all(workflow.count(f'          - "{label}"\n') == 2 for label in LABELS)
     assert "PERF_MACHINE: ${{ matrix.runner }}" in workflow
     config = (project / init_ci.ACTIONLINT_CONFIG_PATH).read_text(encoding="utf-8")
-    assert all(f"    - {label}\n" in config for label in LABELS)
+    assert all(f'    - "{label}"\n' in config for label in LABELS)
 
 
 def test_the_workflow_installs_with_the_torch_pin_and_builds_the_site_after_recording(workflow, project):
@@ -157,6 +170,41 @@ def test_a_pull_request_is_judged_with_the_ab_pairs_not_the_history_processes(pr
     assert 'PERF_PROCESSES: "3"' in record
     own = OWN_MAC_WORKFLOW.read_text(encoding="utf-8")
     assert 'PERF_AB_PAIRS: "2"' in own and 'ci judge --processes "$PERF_AB_PAIRS"' in own
+
+
+def test_runner_labels_that_yaml_would_read_as_other_things_stay_strings(tmp_path, monkeypatch):
+    """Unquoted, `null` is null, `3.10` the number 3.1, `010` a number and `true` a boolean: a job would run on
+    another runner, or none. Quoted, each is the label given."""
+    monkeypatch.chdir(tmp_path)
+    labels = ["null", "3.10", "010", "true", "1e3", "yes"]
+    assert main(["init-ci", *(arg for label in labels for arg in ("--runner-label", label)),
+                 "--python", "3.10", "--branch", "010"]) == 0
+    workflow = yaml.safe_load((tmp_path / init_ci.WORKFLOW_PATH).read_text(encoding="utf-8"))
+    for job in ("judge", "record"):
+        assert workflow["jobs"][job]["strategy"]["matrix"]["runner"] == labels
+        assert workflow["jobs"][job]["env"]["PYTHON"] == "3.10"
+    assert workflow[True]["push"]["branches"] == ["010"]  # YAML 1.1 reads the key `on` as true; GitHub reads "on"
+    assert workflow["jobs"]["record"]["env"]["PERF_HISTORY_BRANCH"] == init_ci.HISTORY_BRANCH
+    config = yaml.safe_load((tmp_path / init_ci.ACTIONLINT_CONFIG_PATH).read_text(encoding="utf-8"))
+    assert config["self-hosted-runner"]["labels"] == labels
+
+
+@pytest.mark.parametrize("label, problem", [
+    ("mac\n", "has whitespace (a space or a newline) before or after it"),
+    ("mac ", "has whitespace (a space or a newline) before or after it"),
+    ("\tmac", "has whitespace (a space or a newline) before or after it"),
+    ("ma\x07c", "holds the control character U+0007"),
+    ("ma\x00c", "holds the control character U+0000"),
+    ("ma\u202ec", "holds the control character U+202E"),
+])
+def test_a_label_with_whitespace_around_it_or_a_control_character_is_refused_saying_which(
+    tmp_path, monkeypatch, capsys, label, problem
+):
+    """`mac` and `mac\\n` would pass the duplicate check as two labels and name one runner twice."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init-ci", "--runner-label", "mac", "--runner-label", label]) == 2
+    assert f"--runner-label {label!r} {problem}" in capsys.readouterr().err
+    assert not (tmp_path / init_ci.WORKFLOW_PATH).exists()
 
 
 def test_ab_pairs_too_few_to_judge_are_a_usage_error(tmp_path, monkeypatch, capsys):
@@ -218,7 +266,7 @@ def test_a_job_whose_session_wrote_no_summary_says_so(tmp_path):
 
 
 def test_the_token_reaches_git_through_its_environment_only():
-    env = ci.push_environment({"GITHUB_TOKEN": "s3cret", "GIT_CONFIG_COUNT": "1"})
+    env = ci.git_environment({"GITHUB_TOKEN": "s3cret", "GIT_CONFIG_COUNT": "1"})
     assert env["GIT_CONFIG_COUNT"] == "2" and env["GIT_CONFIG_KEY_1"] == "http.https://github.com/.extraheader"
     assert env["GIT_CONFIG_VALUE_1"].startswith("AUTHORIZATION: basic ") and "s3cret" not in env["GIT_CONFIG_VALUE_1"]
 

@@ -186,3 +186,16 @@ def test_the_index_weighs_the_same_per_case_however_long_the_histories(tmp_path)
     cases = len(long.machines) * long.cases_per_machine
     assert sizes[1] / cases < 10_000
     assert sizes[1] - sizes[0] < 700 * cases
+
+
+def test_a_machine_name_of_220_bytes_builds_the_site_with_page_names_that_fit(tmp_path, capsys):
+    machine = "m" * 220  # recorded with --perf-machine, whose limit is 229 bytes
+    write_synthetic_archive(tmp_path / "baselines" / "archive",
+                            SyntheticPlan(machines=(("cpu", machine),), cases_per_machine=2, sessions=3))
+    assert main(["site", str(tmp_path / "baselines"), "-o", str(tmp_path / "site")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    case_pages = sorted((tmp_path / "site" / "cases").iterdir())
+    assert len(case_pages) == 2 and all(len(page.name.encode()) < 255 for page in case_pages)
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert all(f'href="cases/{page.name}"' in index for page in case_pages)
+    assert all(machine in page.read_text() for page in case_pages)

@@ -138,3 +138,12 @@ def test_a_case_page_shows_which_figure_each_session_measured_and_marks_the_chan
     assert figures == ["step", "latency"]  # newest first
     assert '<li class="mark mark-figure">2026-12-02T10:00:00Z (c1): figure latency -&gt; step</li>' in page
     assert "<dt>figures</dt><dd>latency -&gt; step</dd>" in page
+
+
+def test_case_page_names_of_long_keys_are_cut_and_told_apart_by_a_hash():
+    """A machine name of 220 bytes is valid (the limit is 229): its pages' names must still fit in a file name."""
+    long = "m" * 220
+    names = pages.case_page_names([history(machine=long + "-a"), history(machine=long + "-b")])
+    assert len(set(names.values())) == 2
+    assert all(len(name.encode()) <= pages.MAX_PAGE_STEM_CHARS + len(".html") for name in names.values())
+    assert all(re.fullmatch(r"mps--m+-[0-9a-f]{12}\.html", name) for name in names.values())

@@ -7,6 +7,7 @@ import json
 
 from perfsuite.judge.stats import RunComparison
 from perfsuite.judge.verdicts import Verdict
+from perfsuite.render.escape import markdown_text
 from perfsuite.render.summary import (
     LEGEND,
     headline,
@@ -181,7 +182,8 @@ def test_markdown_opens_with_the_headline_in_bold():
 
 
 def test_markdown_ends_with_the_legend_in_italics():
-    assert render_markdown([UNCHANGED]).endswith(f"_{LEGEND}_\n")
+    assert render_markdown([UNCHANGED]).endswith(f"_{markdown_text(LEGEND)}_\n")
+    assert "p &lt; 0.01" in render_markdown([UNCHANGED])
 
 
 def test_the_legend_explains_launch_bound_and_detects():

@@ -73,11 +73,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfsuite.matrix.mps_support import (
-    LAST_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_BUG,
+    MIN_TORCH_FOR_GET_ENV_FALLBACK_SWITCH,
     MIN_TORCH_FOR_MPS_BF16_AUTOCAST,
     MIN_TORCH_FOR_MPS_FP16_AUTOCAST,
     MIN_TORCH_FOR_MPS_GRAD_SCALER,
     MIN_TORCH_FOR_MPS_PEAK_MEMORY,
+    MIN_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_FIX,
     OLDEST_TORCH_CHECKED,
     Release,
     dotted,
@@ -134,7 +135,7 @@ STOI_ABORT = "libc++abi: terminating due to uncaught exception of type std::{kin
 CPU_FALLBACK_INFO = 1 << 2
 LOG_OPTIONS_LIMIT = 1 << 10
 # The first release whose MPS fallback switch is read with c10::utils::get_env instead of std::stoi.
-FIRST_GET_ENV_FALLBACK_SWITCH: Release = (2, 8)
+FIRST_GET_ENV_FALLBACK_SWITCH: Release = MIN_TORCH_FOR_GET_ENV_FALLBACK_SWITCH
 FIRST_NOT_IMPLEMENTED_141287: Release = (2, 6)
 FIRST_AUTOCAST_CHECK_ONLY_WHEN_ENABLED: Release = (2, 10)
 FIRST_TORCH_AMP_GRAD_SCALER: Release = (2, 3)
@@ -227,7 +228,7 @@ def behaviour_of(release: Release) -> ReleaseBehaviour:
         ),
         grad_scaler_fails_on_float64=not is_at_least(release, MIN_TORCH_FOR_MPS_GRAD_SCALER),
         peak_memory=peak_memory,
-        batchnorm_channels_last_backward_wrong=is_at_most(release, LAST_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_BUG),
+        batchnorm_channels_last_backward_wrong=not is_at_least(release, MIN_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_FIX),
     )
 
 

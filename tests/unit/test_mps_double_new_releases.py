@@ -6,7 +6,10 @@ uses a fact that release might change."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -328,3 +331,26 @@ def test_2_16_coverage_report_says_its_fallback_facts_are_assumed_from_2_15(monk
     assert report.coverage.note is not None
     assert "MPS fallback facts unchecked for torch 2.16.0" in render_text([report], "none").splitlines()[1]
     assert "assumed as in torch 2.15.0" in json.dumps(report.coverage.note)
+
+
+CONFTEST_AS_2_16 = f"""
+import sys
+
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from mps_double import MacFacts, MpsDouble
+
+# this pytest process is the test's own: nothing to restore
+MpsDouble(torch_version="2.16.0", behaves_as="2.15.0", mac=MacFacts(macos_version="15.1")).install(setattr)
+"""
+
+
+@pytest.mark.slow
+def test_2_16_pytest_header_says_which_mps_facts_are_assumed(tmp_path):
+    (tmp_path / "conftest.py").write_text(CONFTEST_AS_2_16)
+    (tmp_path / "test_models.py").write_text((Path(__file__).parents[1] / "benchmarks" / "test_models.py").read_text())
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "--perf-device", "mps",
+               "--perf-profile", "smoke", "--perf-model", "resnet18"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert ("perfsuite: MPS facts unchecked for torch 2.16.0: the macOS MPS needs, the ops that fall back to the CPU "
+            "and how MPS events are timed are assumed as in torch 2.15.0") in done.stdout

@@ -67,13 +67,14 @@ assumed and from which release, and every message built on such a fact carries t
   start event" when the two stamps are equal or reversed (`b.ls` after subtracting them), and
   `MPSEvent::synchronize()` consumes the completion flag (`m_cpu_sync_completed`, line 56) that `elapsedTime` then
   waits for: `elapsed_time()` after `Event.synchronize()` on an event the GPU had not reached blocks forever
-  (pytorch/pytorch#162872). 2.15.0 rewrites them: `MPSHooks::recordEvent` records with `syncEvent = true`, and
-  `MPSEvent::recordLocked` adds a completed handler to the command buffer that keeps `[commandBuffer GPUEndTime]`
-  under a generation counter (header lines 68-75), then commits the buffer; a timing event recorded without a
-  commit trips "Timing-enabled MPS events must commit when recorded" (MPSEvent.mm:18). `synchronize()` waits on the
-  shared event's signalled value and consumes nothing; `elapsedTime` commits and waits on the stream, waits for both
-  stamps, and raises only when the end stamp is earlier (`b.lt`). So 2.15.0's event times are GPU stamps, and an
-  event pair may be read after `end.synchronize()`.
+  (pytorch/pytorch#162872). In both, `MPSHooks::recordEvent` (what `Event.record()` calls) records with
+  `syncEvent = true`, which commits the command buffer. 2.15.0 rewrites the rest: `MPSEvent::recordLocked` adds a
+  completed handler to the command buffer that keeps `[commandBuffer GPUEndTime]` under a generation counter
+  (header lines 68-75) before that commit; a timing event recorded without a commit trips "Timing-enabled MPS
+  events must commit when recorded" (MPSEvent.mm:18). `synchronize()` waits on the shared event's signalled value
+  and consumes nothing; `elapsedTime` commits and waits on the stream, waits for both stamps, and raises only when
+  the end stamp is earlier (`b.lt`). So 2.15.0's event times are GPU stamps, and an event pair may be read after
+  `end.synchronize()`.
 - PYTORCH_MPS_METAL_VERSION, new in 2.15.0 (absent from the strings of 2.14.1's libtorch_cpu.dylib): the Metal
   language its shaders are compiled with. `at::mps::metal_language_version()` reads it once with
   `c10::utils::get_env`; exactly "3.1", "3.2" or "4.0" is taken, anything else warns "Ignoring

@@ -97,6 +97,7 @@ def test_torch_2_15_on_macos_14_says_mps_needs_macos_15_when_a_tensor_is_asked_f
     assert str(raised.value) == (
         "The MPS backend is supported on macOS 15.0+. Current OS version can be queried using `sw_vers`"
     )
+    assert "it needs macOS >= 15.0 on Apple silicon" in backend("mps").availability().reason
 
 
 def test_torch_2_15_without_a_metal_gpu_on_macos_15_says_so(monkeypatch):

@@ -102,3 +102,11 @@ def test_the_coverage_report_says_its_fallback_facts_are_unchecked_for_a_made_up
     report = ModelReport(ModelCoverage("resnet18", "smoke", 2, "cpu", "2.16.0", (), note))
     for rendered in (render_text([report], "none"), render_markdown([report], "none")):
         assert "MPS fallback facts unchecked for torch 2.16.0" in rendered.splitlines()[1]
+
+
+def test_the_fallback_facts_and_the_release_facts_were_read_up_to_the_same_release():
+    from perfsuite.coverage.facts import release_of
+    from perfsuite.matrix.mps_support import NEWEST_TORCH_CHECKED, dotted
+
+    newest_read = max(release_of(version) for version in load_mps_facts().checked_torch_versions)
+    assert str(newest_read) == dotted(NEWEST_TORCH_CHECKED)

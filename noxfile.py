@@ -148,6 +148,8 @@ def calibrate(session: nox.Session) -> None:
 
 @nox.session(name="mps-wheel")
 def mps_wheel(session: nox.Session) -> None:
-    """Check the MPS support table and the macOS MPS needs against the macOS arm64 wheel of the installed torch
-    version (downloads it, about 110 MB; not in the default sessions). E.g. `nox -s mps-wheel -- --wheel W.whl`."""
+    """Check perfsuite's MPS facts (the support table, the CPU-fallback ops, the macOS MPS needs, the fp16
+    convolution guard, the event stamps) against a torch release's macOS arm64 wheel: the installed torch's by default
+    (downloads it, about 110-140 MB; not in the default sessions). E.g. `nox -s mps-wheel -- --torch 2.16.0` or
+    `nox -s mps-wheel -- --wheel W.whl`."""
     run(session, "python", "-m", "perfsuite.coverage.wheelcheck", *session.posargs)

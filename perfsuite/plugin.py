@@ -90,7 +90,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if chosen is None:
         return []
     models = chosen.matrix.models or default_model_names(registered_workloads())
-    return session_header(chosen.matrix, chosen.profile_chosen, models, chosen.processes) + thread_warnings(chosen)
+    return (session_header(chosen.matrix, chosen.profile_chosen, models, chosen.processes) + thread_warnings(chosen)
+            + devices.assumed_facts_notes(chosen.matrix.devices))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -31,7 +31,7 @@ from perfsuite.errors import BadFileError
 from perfsuite.store.files import write_text_atomically
 from perfsuite.store.jsonfile import read_json_file
 
-ENVIRONMENT_VARIABLES = ("PYTORCH_ENABLE_MPS_FALLBACK", "CUDA_VISIBLE_DEVICES")
+ENVIRONMENT_VARIABLES = ("PYTORCH_ENABLE_MPS_FALLBACK", "PYTORCH_MPS_METAL_VERSION", "CUDA_VISIBLE_DEVICES")
 COMMAND_TIMEOUT_S = 10.0
 
 

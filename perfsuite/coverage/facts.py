@@ -148,15 +148,21 @@ def facts_for_torch(facts: MpsFacts, torch_version: str) -> MpsFacts:
 
 
 def coverage_note(facts: MpsFacts, torch_version: str) -> str | None:
-    """A warning when `torch_version` lies outside the checked releases, where the facts may be incomplete;
-    None inside them."""
+    """None for a torch version within the checked releases; for a newer one, 'unchecked for torch X' naming the
+    release whose facts are assumed and how to check; for an older one, a warning that facts may be missing."""
     checked = sorted(release_of(v) for v in facts.checked_torch_versions)
     release = release_of(torch_version)
     if not checked or checked[0] <= release <= checked[-1]:
         return None
+    if release > checked[-1]:
+        return (
+            f"MPS fallback facts unchecked for torch {release}: the ops that always fall back to the CPU and the "
+            f"kernels registered from Python are assumed as in torch {checked[-1]}, the newest release read; check "
+            f"this release with `python -m perfsuite.coverage.wheelcheck --torch {release}` and update "
+            "perfsuite/coverage/mps_facts.json"
+        )
     return (
-        f"torch {torch_version} lies outside the releases whose MPS facts were checked "
-        f"({checked[0]} to {checked[-1]}); facts without an upper bound are applied, others may be missing: "
-        f"check aten/src/ATen/mps/MPSFallback.mm and torch/backends/mps/__init__.py of this release and "
-        f"update perfsuite/coverage/mps_facts.json"
+        f"torch {torch_version} is older than the oldest release whose MPS facts were read ({checked[0]}): facts "
+        "without a lower bound are applied, others may be missing: check aten/src/ATen/mps/MPSFallback.mm and "
+        "torch/backends/mps/__init__.py of this release and update perfsuite/coverage/mps_facts.json"
     )

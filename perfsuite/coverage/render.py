@@ -56,8 +56,6 @@ def render_text(reports: list[ModelReport], allowlist_source: str) -> str:
         coverage = report.coverage
         title = f"{coverage.model} ({coverage.profile} profile, batch {coverage.batch_size})"
         lines += ["", f"{title}: {_summary(coverage)}"]
-        if coverage.note:
-            lines.append(f"  note: {coverage.note}")
         lines.append(f"  {'verdict':<17} {'calls':>6}  {'op':<46} phases")
         for usage in coverage.ops:
             inside = f" (inside {', '.join(usage.inside)})" if usage.inside else ""
@@ -73,8 +71,9 @@ def render_text(reports: list[ModelReport], allowlist_source: str) -> str:
 
 def _header(reports: list[ModelReport], allowlist_source: str) -> str:
     version = reports[0].coverage.torch_version if reports else "?"
+    note = reports[0].coverage.note if reports else None
     return (f"MPS operator coverage: torch {version}, ops traced on the CPU with the kernel choices MPS makes; "
-            f"allowlist {allowlist_source}")
+            f"allowlist {allowlist_source}" + (f"\n{note}" if note else ""))
 
 
 def _cell(text: str) -> str:
@@ -89,8 +88,6 @@ def render_markdown(reports: list[ModelReport], allowlist_source: str) -> str:
         lines += ["", f"### {coverage.model}", "",
                   f"{coverage.profile} profile, batch {coverage.batch_size}: {_summary(coverage)}. "
                   f"Result: {_result_line(report)}.", ""]
-        if coverage.note:
-            lines += [f"> {coverage.note}", ""]
         lines += ["| op | calls | phases | verdict | why / suggestion |", "|---|---:|---|---|---|"]
         for usage in coverage.ops:
             notes = []

@@ -108,7 +108,7 @@ class MpsExcludedFastPath:
     device_types_in: str
 
 
-# Read from torch/nn/modules/transformer.py and activation.py of the macOS wheels 2.1.2 to 2.13.0: no list holds
+# Read from torch/nn/modules/transformer.py and activation.py of the macOS wheels 2.1.2 to 2.15.0: no list holds
 # "mps". tests/coverage/test_trace_device_branches.py reads the installed torch's lists and fails if one ever does.
 MPS_EXCLUDED_FAST_PATHS = (
     MpsExcludedFastPath(

@@ -6,9 +6,11 @@ returns findings: `ok`, a `warning` (a feature is limited, the device still runs
 devices it names cannot run). Every finding that is not ok carries its fix.
 
 Version thresholds, and where they come from:
-- The macOS MPS needs, which depends on the torch release (`MIN_MACOS_FOR_MPS_BY_TORCH`), and the fp16/bf16
-  autocast, bf16 and GradScaler thresholds: `perfsuite.matrix.mps_support`, which cites its sources and is shared
-  with the case matrix, the device layer and the coverage runtime check.
+- The macOS MPS needs, which depends on the torch release (`MIN_MACOS_FOR_MPS_BY_TORCH`), the fp16/bf16
+  autocast, bf16 and GradScaler thresholds, how each release reads PYTORCH_ENABLE_MPS_FALLBACK and
+  PYTORCH_MPS_METAL_VERSION, and which facts are only assumed for a torch newer than the newest release read:
+  `perfsuite.matrix.mps_support`, which cites its sources and is shared with the case matrix, the device layer
+  and the coverage runtime check.
 - torch >= 2.0 is the source article's minimum; 2.2.2 is the last torch wheel for x86_64 macOS
   (pytorch/pytorch#141864), which is what a Rosetta Python gets.
 """
@@ -21,12 +23,22 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from perfsuite.matrix.mps_support import (
+    CHECKED_TORCH_RELEASES,
+    METAL_VERSIONS,
     MIN_MACOS_FOR_MPS_BF16,
+    MIN_TORCH_FOR_GET_ENV_FALLBACK_SWITCH,
     MIN_TORCH_FOR_MPS_BF16_AUTOCAST,
     MIN_TORCH_FOR_MPS_FP16_AUTOCAST,
     MIN_TORCH_FOR_MPS_GRAD_SCALER,
+    MIN_TORCH_FOR_MPS_METAL_VERSION_VARIABLE,
+    NEWEST_TORCH_CHECKED,
+    Release,
+    assumed_facts_note,
+    default_metal_version,
     is_at_least,
     min_macos_for_mps,
+    newest_torch_for_macos,
+    unchecked_note,
 )
 
 FACTS_VERSION = 1
@@ -193,27 +205,57 @@ def check_torch(facts: Facts) -> list[Finding]:
 
 
 def check_macos_version(facts: Facts) -> list[Finding]:
-    """On macOS, the MPS backend needs the macOS its torch release was built for (`min_macos_for_mps`)."""
+    """On macOS, the MPS backend needs the macOS its torch release was built for (`min_macos_for_mps`); for a torch
+    newer than the newest release read, the requirement is carried over and the finding says so."""
     version = _section(facts, "platform").get("macos_version")
-    if not _on_macos(facts) or release(version) is None:
+    macos = release(version)
+    if not _on_macos(facts) or macos is None:
         return []
     needed = _dotted(_min_macos_for_mps(facts))
     torch_version = _section(facts, "torch").get("version")
+    torch_release = release(torch_version)
     under = f"torch {torch_version}" if torch_version else "torch"
+    note = unchecked_note(torch_release) if torch_release is not None else None
+    unchecked = f" ({note})" if note else ""
     if _macos_too_old_for_mps(facts):
         fix = f"update macOS to {needed} or later (System Settings > General > Software Update)"
-        if needed != _dotted(min_macos_for_mps(None)):
-            fix += f", or install a torch release whose MPS runs on macOS {version}"
+        fitting = newest_torch_for_macos(macos)
+        if fitting is not None:
+            fix += (f', or install the newest torch whose MPS runs on macOS {version}: python -m pip install '
+                    f'"torch<{fitting[0]}.{fitting[1] + 1}"')
         return [
             Finding(
                 "macos",
                 "problem",
-                f"macOS {version} is older than {needed}: the MPS backend of {under} needs {needed} or later",
+                f"macOS {version} is older than {needed}: the MPS backend of {under} needs {needed} or "
+                f"later{unchecked}",
                 fix + f"; macOS {_dotted(MIN_MACOS_FOR_MPS_BF16)} or later also gives bf16 on MPS",
                 ("mps",),
             )
         ]
-    return [Finding("macos", "ok", f"macOS {version} (the MPS backend of {under} needs >= {needed})")]
+    return [Finding("macos", "ok", f"macOS {version} (the MPS backend of {under} needs >= {needed}){unchecked}")]
+
+
+def check_mps_facts(facts: Facts) -> list[Finding]:
+    """On macOS, whether perfsuite's MPS facts were read for this torch release or are assumed from an older one."""
+    torch_release = release(_section(facts, "torch").get("version"))
+    if not (_on_macos(facts) and _torch_imports(facts)) or torch_release is None:
+        return []
+    note = assumed_facts_note(torch_release)
+    if note is None:
+        return [Finding("mps-facts", "ok", f"perfsuite's MPS facts cover torch {_dotted(torch_release)} (macOS wheels "
+                        f"read: {_dotted(CHECKED_TORCH_RELEASES[0])} to {_dotted(NEWEST_TORCH_CHECKED)})")]
+    return [
+        Finding(
+            "mps-facts",
+            "warning",
+            note,
+            f"read the release's wheel (python -m perfsuite.coverage.wheelcheck --torch {_dotted(torch_release)}) "
+            f"before trusting skips, fallback verdicts and event times, or install torch "
+            f"{_dotted(NEWEST_TORCH_CHECKED)}",
+            ("mps",),
+        )
+    ]
 
 
 def check_native_python(facts: Facts) -> list[Finding]:
@@ -333,29 +375,33 @@ def _mps_ok_summary(torch: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def mps_fallback_setting(value: str | None) -> bool | None:
-    """Whether torch turns the CPU fallback on for PYTORCH_ENABLE_MPS_FALLBACK=`value`: MPSFallback.mm reads it
-    with std::stoi, so any integer other than 0 turns it on (" 2", "+1", "1abc" too). None for a value stoi cannot
-    read, on which torch throws while registering its MPS kernels."""
+def mps_fallback_setting(value: str | None, torch_release: Release | None = None) -> bool | None:
+    """Whether torch turns the CPU fallback on for PYTORCH_ENABLE_MPS_FALLBACK=`value`, as MPSFallback.mm of
+    `torch_release` reads it. From 2.8 (`c10::utils::get_env`) any value but exactly "0" turns it on; before (and
+    for an unknown release) `std::stoi` reads it, so any integer other than 0 turns it on (" 2", "+1", "1abc" too),
+    and None stands for a value stoi cannot read, on which torch throws while registering its MPS kernels."""
     if value is None:
         return False
+    if torch_release is not None and is_at_least(torch_release, MIN_TORCH_FOR_GET_ENV_FALLBACK_SWITCH):
+        return value != "0"
     match = re.match(r"\s*[+-]?(\d+)", value)
     return None if match is None else int(match.group(1)) != 0
 
 
 def check_mps_fallback(facts: Facts) -> list[Finding]:
-    """PYTORCH_ENABLE_MPS_FALLBACK set to a non-zero integer moves ops without an MPS kernel to the CPU, which skews
+    """PYTORCH_ENABLE_MPS_FALLBACK set to turn the fallback on moves ops without an MPS kernel to the CPU, which skews
     MPS timings."""
     if not _on_macos(facts):
         return []
     value = _section(facts, "environment").get("PYTORCH_ENABLE_MPS_FALLBACK")
-    enabled = mps_fallback_setting(value)
+    torch_release = release(_section(facts, "torch").get("version"))
+    enabled = mps_fallback_setting(value, torch_release)
     if enabled is None:
         return [
             Finding(
                 "mps-fallback",
                 "warning",
-                f"PYTORCH_ENABLE_MPS_FALLBACK={value!r} is not an integer: torch reads it with std::stoi, which "
+                f"PYTORCH_ENABLE_MPS_FALLBACK={value!r} is not an integer: this torch reads it with std::stoi, which "
                 "throws on it when the MPS backend loads",
                 "unset PYTORCH_ENABLE_MPS_FALLBACK (or set it to 0, or to 1 to run ops without an MPS kernel on "
                 "the CPU)",
@@ -367,7 +413,7 @@ def check_mps_fallback(facts: Facts) -> list[Finding]:
             Finding(
                 "mps-fallback",
                 "warning",
-                f"PYTORCH_ENABLE_MPS_FALLBACK={value}: ops without an MPS kernel run on the CPU, so MPS timings "
+                f"PYTORCH_ENABLE_MPS_FALLBACK={value!r}: ops without an MPS kernel run on the CPU, so MPS timings "
                 "include CPU work and copies",
                 "unset PYTORCH_ENABLE_MPS_FALLBACK (or set it to 0) so a missing kernel raises NotImplementedError, "
                 "or keep it and check which ops fell back before trusting the timings",
@@ -383,6 +429,48 @@ def check_mps_fallback(facts: Facts) -> list[Finding]:
             "(set it to 1 before starting Python to run such ops on the CPU instead)",
         )
     ]
+
+
+def check_mps_metal_version(facts: Facts) -> list[Finding]:
+    """PYTORCH_MPS_METAL_VERSION, read from torch 2.15: the Metal language MPS compiles its shaders with."""
+    value = _section(facts, "environment").get("PYTORCH_MPS_METAL_VERSION")
+    torch_release = release(_section(facts, "torch").get("version"))
+    if not _on_macos(facts) or value is None or torch_release is None:
+        return []
+    if not is_at_least(torch_release, MIN_TORCH_FOR_MPS_METAL_VERSION_VARIABLE):
+        return [Finding("mps-metal-version", "ok", f"PYTORCH_MPS_METAL_VERSION={value!r} has no effect: torch "
+                        f"{_dotted(torch_release)} does not read it (torch reads it from "
+                        f"{_dotted(MIN_TORCH_FOR_MPS_METAL_VERSION_VARIABLE)})")]
+    note = unchecked_note(torch_release)
+    unchecked = f" ({note})" if note else ""
+    macos = release(_section(facts, "platform").get("macos_version"))
+    default = default_metal_version(macos) if macos is not None else None
+    compiled_for = f"Metal {default}, this macOS's default" if default else "this macOS's default"
+    if value not in METAL_VERSIONS:
+        return [
+            Finding(
+                "mps-metal-version",
+                "warning",
+                f"PYTORCH_MPS_METAL_VERSION={value!r} is not one of {', '.join(METAL_VERSIONS)}: torch warns "
+                f'"Ignoring PYTORCH_MPS_METAL_VERSION" and compiles for {compiled_for}{unchecked}',
+                f"unset PYTORCH_MPS_METAL_VERSION or set it to one of {', '.join(METAL_VERSIONS)}",
+                ("mps",),
+            )
+        ]
+    if default is not None and (release(value) or ()) > (release(default) or ()):
+        return [
+            Finding(
+                "mps-metal-version",
+                "warning",
+                f"PYTORCH_MPS_METAL_VERSION={value} asks for a newer Metal language than macOS "
+                f"{_dotted(macos or ())} gets by default ({default}): torch fails rather than falls back when the "
+                f"host cannot provide it{unchecked}",
+                f"unset PYTORCH_MPS_METAL_VERSION, or set it to {default} or older",
+                ("mps",),
+            )
+        ]
+    return [Finding("mps-metal-version", "ok", f"PYTORCH_MPS_METAL_VERSION={value}: MPS shaders are compiled for "
+                    f"Metal {value}{unchecked}")]
 
 
 def check_mps_mixed_precision(facts: Facts) -> list[Finding]:
@@ -515,7 +603,9 @@ CHECKS: tuple[Callable[[Facts], list[Finding]], ...] = (
     check_native_python,
     check_xcode_command_line_tools,
     check_mps,
+    check_mps_facts,
     check_mps_fallback,
+    check_mps_metal_version,
     check_mps_mixed_precision,
     check_cpu_fp16_autocast,
     check_cuda,

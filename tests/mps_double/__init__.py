@@ -5,24 +5,31 @@ an order torch's own implementation survives. No kernel runs on a GPU and no fig
 
 It pretends to be one torch release, `MpsDouble(torch_version=...)` (default: the installed torch), and behaves as
 that release's macOS wheel does wherever the table in `releases.py` says how (autocast, the fallback variables and
-messages, GradScaler, BatchNorm2d, the peak-memory API, the Python API perfsuite reads); `torch.__version__` reads
-as that release. The rest of torch is the installed one. What it models, from torch 2.13.0's torch/mps/,
-torch/backends/mps/, torch/accelerator/memory.py and aten/src/ATen/mps/MPSEvent.mm unless `releases.py` says
-otherwise:
+messages, GradScaler, BatchNorm2d, the peak-memory API, events, streams, the unavailable message, the Python API
+perfsuite reads); `torch.__version__` reads as that release. It refuses a release newer than the newest one read
+(`releases.UnknownRelease`) unless `behaves_as` names the release read whose behaviour to borrow, which tests of how
+perfsuite treats an unchecked torch do. The rest of torch is the installed one. What it models, from torch 2.13.0's
+torch/mps/, torch/backends/mps/, torch/accelerator/memory.py and aten/src/ATen/mps/MPSEvent.mm unless `releases.py`
+says otherwise:
 - `torch._C._has_mps`, `torch._C._mps_is_available` and `torch.backends.mps.is_available` (whose lru_cache
   would keep an earlier answer): MPS built, and available where the Mac runs the release's MPS (Apple silicon, a
   native arm64 Python, the macOS `mps_support.min_macos_for_mps` names), unless `available` says otherwise.
-- `torch._C._mps_*` events: acquire, record, wait, query, synchronize, elapsed time, release. An event records its
-  completion time when a host callback sees the GPU reach it. `Event.synchronize()` on an event the GPU has not
-  reached yet consumes the completion flag that `elapsed_time()` waits for: a later `elapsed_time()` on that end
-  event would block forever (pytorch/pytorch#162872); here it raises `MpsEventHang` instead. With `gpu_busy`
-  (the default) the GPU reaches an event only at a synchronisation, as on a Mac running a real step.
+- `torch._C._mps_*` events: acquire, record, wait, query, synchronize, elapsed time, release. Up to 2.14 an event
+  records its completion time when a host callback sees the GPU reach it, and `Event.synchronize()` on an event the
+  GPU has not reached yet consumes the completion flag that `elapsed_time()` waits for: a later `elapsed_time()` on
+  that end event would block forever (pytorch/pytorch#162872); here it raises `MpsEventHang` instead. From 2.15 the
+  GPU stamps it and `synchronize()` consumes nothing (the double's stamps are host times standing in for the GPU's).
+  With `gpu_busy` (the default) the GPU reaches an event only at a synchronisation, as on a Mac running a real step.
+- From 2.15, `torch.mps` streams (`Stream`, `stream`, `current_stream`, `set_stream`, `default_stream`), and
+  `torch.mps.event.Event.record()`/`.wait()` raising NotImplementedError on a non-default stream.
 - `torch._C._mps_*` memory: current and driver allocation, recommended maximum, empty cache, memory fraction.
 - `torch._C._accelerator_*`: MPS as the current accelerator, with the release's peak statistics (a peak from
   2.13, the allocator's RuntimeError in 2.9-2.12, no memory API before 2.9).
 - Tensors asked for on "mps" are made on the CPU: a TorchFunctionMode rewrites every "mps" device argument, so
-  factories, `Tensor.to` and `Module.to` all land on the CPU. `torch.autocast(device_type="mps")` accepts, warns
-  about and disables dtypes as the release does, then runs CPU autocast.
+  factories, `Tensor.to` and `Module.to` all land on the CPU, unless MPS is unusable, where the request raises the
+  release's RuntimeError (`releases.unavailable_message`). `torch.autocast(device_type="mps")` accepts, warns
+  about and disables dtypes as the release does, then runs CPU autocast. PYTORCH_MPS_METAL_VERSION is read at the
+  first MPS work and warns as 2.15 does.
 - The CPU fallback of ops MPS lacks (MPSFallback.mm): with `falls_back(ops)`, each call of one of those aten ops
   warns (once per process, every call under `torch.set_warn_always(True)`) where PYTORCH_ENABLE_MPS_FALLBACK, read
   once at `install()` as the release reads it at load, turns the fallback on, and writes MPSProfiler's
@@ -44,7 +51,7 @@ import sys
 import time
 import types
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,16 +69,21 @@ from mps_double.releases import (
     CPU_FALLBACK_INFO,
     FALLBACK_WARNING,
     FLOAT64_ON_MPS,
+    NON_DEFAULT_STREAM,
     NOT_A_DEVICE_ALLOCATOR,
     PROFILER_FALLBACK_LINE,
+    UNORDERED_EVENTS,
     VIEW_NOT_COMPATIBLE,
     ReleaseBehaviour,
+    UnknownRelease,
     behaviour_of,
     fallback_enabled,
+    metal_version_warning,
     profiler_log_options,
+    unavailable_message,
 )
-from perfsuite.coverage.facts import release_of
-from perfsuite.matrix.mps_support import Release, is_at_least, min_macos_for_mps
+from perfsuite.coverage.facts import facts_for_torch, load_mps_facts, release_of
+from perfsuite.matrix.mps_support import Release, is_at_least, is_checked, min_macos_for_mps
 
 Patch = Callable[[Any, str, Any], None]
 
@@ -134,7 +146,8 @@ class FakeEvent:
 class MpsDouble:
     """The recorder that stands in for torch's MPS bindings; `calls` lists every binding called, in order.
 
-    `torch_version` is the release it pretends to be; `available` forces MPS's availability (None: as that release
+    `torch_version` is the release it pretends to be; `behaves_as`, for a release newer than the newest one read
+    only, the release read whose behaviour it borrows; `available` forces MPS's availability (None: as that release
     decides on `mac`)."""
 
     built: bool = True
@@ -142,6 +155,7 @@ class MpsDouble:
     gpu_busy: bool = True
     mac: MacFacts = field(default_factory=MacFacts)
     torch_version: str = field(default_factory=lambda: str(torch.__version__))
+    behaves_as: str | None = None
     recommended_max_memory_bytes: int = 22906503168  # what a 32 GB Apple-silicon Mac reports
     calls: list[str] = field(default_factory=list)
     events: dict[int, FakeEvent] = field(default_factory=dict)
@@ -156,10 +170,19 @@ class MpsDouble:
     _fallback_switched_on: bool | None = None
     _fallback_warned: bool = False
     _profiler_options: int | None = None
+    _metal_version_read: bool = False
+    current_stream_id: int = 0
     _generator: torch.Generator = field(default_factory=torch.Generator)
 
     def __post_init__(self) -> None:
-        self.behaviour: ReleaseBehaviour = behaviour_of(self.release)
+        behaves_as = self.release
+        if self.behaves_as is not None:
+            if is_checked(self.release):
+                raise UnknownRelease(
+                    f"behaves_as is for a release the double has no facts for; torch {self.torch_version} was read"
+                )
+            behaves_as = release_of(self.behaves_as).release
+        self.behaviour: ReleaseBehaviour = behaviour_of(behaves_as)
 
     @property
     def release(self) -> Release:
@@ -175,7 +198,7 @@ class MpsDouble:
         mac = self.mac
         return (
             mac.apple_silicon and not mac.rosetta_translated and mac.machine == "arm64"
-            and is_at_least(mac.macos_release, min_macos_for_mps(self.release))
+            and is_at_least(mac.macos_release, min_macos_for_mps(self.behaviour.release))
         )
 
     # Memory, as tests and the smoke run set it.
@@ -237,14 +260,18 @@ class MpsDouble:
         event = self._event(event_id)
         if event.signal_counter == 0 or event.reached:
             return  # MPSEvent::synchronize schedules nothing on a reached event: the flag stays as it was
-        # Both notify blocks (record's and this one's) run, then waitForCpuSync() consumes the flag.
         self._reach(event)
-        event.cpu_sync_completed = False
+        if not self.behaviour.gpu_event_times:
+            # Both notify blocks (record's and this one's) run, then waitForCpuSync() consumes the flag; from 2.15 it
+            # waits on the shared event's value and consumes nothing.
+            event.cpu_sync_completed = False
 
     def elapsed_time_ms(self, start_id: int, end_id: int) -> float:
         self.calls.append("elapsedTimeOfEvents")
         start, end = self._event(start_id), self._event(end_id)
         self._reach_every_event()  # elapsedTime() first commits and waits for the stream
+        if self.behaviour.gpu_event_times:
+            return self._gpu_elapsed_time_ms(start, end)
         if not end.cpu_sync_completed:
             raise MpsEventHang(
                 f"elapsed_time({start_id}, {end_id}) would block forever: end event {end_id}'s completion flag was "
@@ -259,8 +286,20 @@ class MpsDouble:
             self.unordered_event_pairs_to_come -= 1
             end_time_ns = start.completion_time_ns
         if end_time_ns <= start.completion_time_ns:
-            raise RuntimeError(f"End event {end_id} was not recorded after start event {start_id}")
+            raise RuntimeError(UNORDERED_EVENTS.format(end=end_id, start=start_id))
         return (end_time_ns - start.completion_time_ns) * 1e-6
+
+    def _gpu_elapsed_time_ms(self, start: FakeEvent, end: FakeEvent) -> float:
+        """MPSEventPool::elapsedTime from 2.15: both events timed and recorded, their GPU stamps (never consumed),
+        an error only when the end stamp is earlier; `unordered_event_pairs_to_come` does not apply (GPU stamps of one
+        queue come in order)."""
+        if not (start.enable_timing and end.enable_timing):
+            raise RuntimeError("Events were not created with argument 'enable_timing=True'")
+        if start.signal_counter == 0 or end.signal_counter == 0:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time")
+        if end.completion_time_ns < start.completion_time_ns:
+            raise RuntimeError(UNORDERED_EVENTS.format(end=end.event_id, start=start.event_id))
+        return (end.completion_time_ns - start.completion_time_ns) * 1e-6
 
     def current_allocated_memory(self) -> int:
         self.calls.append("currentAllocatedMemory")
@@ -327,6 +366,16 @@ class MpsDouble:
             raise MpsBindingMisuse("install() the double first: torch reads PYTORCH_ENABLE_MPS_FALLBACK as it loads")
         return self._fallback_switched_on
 
+    def read_metal_version(self) -> None:
+        """PYTORCH_MPS_METAL_VERSION as torch 2.15 reads it, once, at the double's first MPS work: a value it does
+        not take warns."""
+        if self._metal_version_read:
+            return
+        self._metal_version_read = True
+        warning = metal_version_warning(os.environ.get("PYTORCH_MPS_METAL_VERSION"), self.behaviour.release)
+        if warning:
+            warnings.warn(warning, UserWarning, stacklevel=3)
+
     def profiler_log_options(self) -> int:
         """PYTORCH_MPS_LOG_PROFILE_INFO as torch's MPS profiler parses it, read at the double's first MPS work and
         kept; a value torch rejects raises its RuntimeError at every MPS work, as a profiler that failed to build
@@ -351,7 +400,9 @@ class MpsDouble:
 
         Reads PYTORCH_ENABLE_MPS_FALLBACK now, as torch does once when it loads; raises TorchWouldAbort where the
         release would end the process on that value."""
-        self._fallback_switched_on = fallback_enabled(os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK"), self.release)
+        self._fallback_switched_on = fallback_enabled(
+            os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK"), self.behaviour.release
+        )
         bindings = {
             "_has_mps": self.built,
             "_mps_is_available": self.is_available,
@@ -393,7 +444,8 @@ class MpsDouble:
 
     def _install_release_surface(self, patch: Patch) -> None:
         """Take away the attributes perfsuite reads that the release does not have yet (releases.ADDED_IN), by
-        putting a copy of each module without them in its place."""
+        putting a copy of each module without them in its place; give a release the attributes the installed torch
+        lacks (2.15's streams), and its event class."""
         for module_name in sorted({module for module, _ in ADDED_IN}):
             absent = {attribute for (module, attribute) in ADDED_IN if module == module_name}
             absent = {attribute for attribute in absent if not self.behaviour.has(module_name, attribute)}
@@ -401,6 +453,37 @@ class MpsDouble:
                 parent_name, _, child = module_name.rpartition(".")
                 parent = _resolve(parent_name)
                 patch(parent, child, _module_without(getattr(parent, child), absent))
+        if self.behaviour.has("torch.mps", "Stream"):
+            for name, value in self._streams_api().items():
+                patch(torch.mps, name, value)
+            patch(torch.mps.event, "Event", _EventOnTheDefaultStreamOnly)
+            patch(torch.mps, "Event", _EventOnTheDefaultStreamOnly)
+
+    def _streams_api(self) -> dict[str, Any]:
+        """torch/mps/streams.py of 2.15 over the double's current stream: Stream, stream, current_stream, set_stream,
+        default_stream."""
+        double = self
+
+        def current_stream() -> _Stream:
+            return _Stream(double.current_stream_id)
+
+        def set_stream(stream: _Stream | None) -> None:
+            if stream is not None:
+                double.calls.append("setStream")
+                double.current_stream_id = stream.stream_id
+
+        @contextmanager
+        def stream(chosen: _Stream | None) -> Iterator[None]:
+            previous = current_stream()
+            set_stream(chosen)
+            try:
+                yield
+            finally:
+                if chosen is not None:
+                    set_stream(previous)
+
+        return {"Stream": _Stream, "stream": stream, "current_stream": current_stream, "set_stream": set_stream,
+                "default_stream": lambda: _Stream(0)}
 
     def _install_mac(self, patch: Patch) -> None:
         from perfsuite.commands import doctor
@@ -417,15 +500,27 @@ class MpsDouble:
 
     def falls_back(self, ops: Iterator[str] | list[str]) -> Any:
         """A mode within which the named aten ops ('aten::convolution', or with an overload, 'aten::add.out')
-        behave as MPS's CPU fallback does."""
-        return _FallBackLikeMps(self, set(ops))
+        behave as MPS's catch-all CPU fallback does (PYTORCH_ENABLE_MPS_FALLBACK decides)."""
+        return _FallBackLikeMps(self, dict.fromkeys(ops))
+
+    def registered_fallbacks(self) -> dict[str, str]:
+        """The ops the release's MPSFallback.mm registers to the CPU fallback itself (perfsuite's
+        `mps_facts.json`, `always_cpu_fallback`), as a dispatch mode sees them ('aten::_linalg_svd', its `traced_as`
+        name) -> as MPS names them in its warning ('aten::linalg_svd')."""
+        facts = facts_for_torch(load_mps_facts(), ".".join(map(str, self.behaviour.release)))
+        return {
+            f"aten::{seen}": f"aten::{fact.op}"
+            for fact in facts.always_cpu_fallback for seen in (fact.op, *fact.traced_as)
+        }
 
     @contextmanager
     def tensors_on_cpu(self) -> Iterator[None]:
-        """Within this block, tensors asked for on "mps" are made on the CPU, and the MPS kernel defects of the
-        release (BatchNorm2d's channels_last backward) apply."""
+        """Within this block, tensors asked for on "mps" are made on the CPU, the ops the release always sends to
+        the CPU warn and log as its MPSFallback.mm does (with or without PYTORCH_ENABLE_MPS_FALLBACK), and the MPS
+        kernel defects of the release (BatchNorm2d's channels_last backward) apply."""
         with ExitStack() as stack:
             stack.enter_context(_KeepMpsOnCpu(self))
+            stack.enter_context(_FallBackLikeMps(self, self.registered_fallbacks(), registered=True))
             if self.behaviour.batchnorm_channels_last_backward_wrong:
                 stack.enter_context(_MpsKernelDefects(self))
             yield
@@ -482,6 +577,31 @@ class MpsDouble:
                 "device_allocator INTERNAL ASSERT FAILED at \"c10/core/CachingDeviceAllocator.h\", please report a "
                 f"bug to PyTorch. {NOT_A_DEVICE_ALLOCATOR}"
             )
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """torch.mps.Stream of 2.15: equal when the stream ids are."""
+
+    stream_id: int = 0
+
+    def synchronize(self) -> None:
+        return None
+
+
+class _EventOnTheDefaultStreamOnly(torch.mps.event.Event):
+    """torch.mps.event.Event of 2.15: record() and wait() raise on a non-default stream (event.py, lines 25-26 and
+    31-32)."""
+
+    def record(self) -> None:
+        if torch.mps.current_stream() != torch.mps.default_stream():
+            raise NotImplementedError(NON_DEFAULT_STREAM)
+        super().record()
+
+    def wait(self) -> None:
+        if torch.mps.current_stream() != torch.mps.default_stream():
+            raise NotImplementedError(NON_DEFAULT_STREAM)
+        super().wait()
 
 
 class _GradScalerCastingScaleToFloat64(torch.amp.GradScaler):
@@ -554,35 +674,41 @@ class _KeepMpsOnCpu(TorchFunctionMode):
         return value
 
     def _count_request(self) -> None:
-        self.double.profiler_log_options()
-        self.double.mps_tensor_requests += 1
-        self.double.allocator_initialized = True
+        double = self.double
+        if double.built and not double.mps_usable:
+            raise RuntimeError(unavailable_message(double.behaviour.release, double.mac.macos_release))
+        double.profiler_log_options()
+        double.read_metal_version()
+        double.mps_tensor_requests += 1
+        double.allocator_initialized = True
 
 
 class _FallBackLikeMps(TorchDispatchMode):
-    """MPSFallback.mm's behaviour for the chosen ops: warn (once) and log per call with the fallback on, raise the
-    release's NotImplementedError without."""
+    """MPSFallback.mm's behaviour for the chosen ops (`ops`: as the mode sees them -> as MPS names them, None for the
+    same): warn (once) and log per call with the fallback on, raise the release's NotImplementedError without;
+    `registered` ops (the release's own `m.impl(..., mps_fallback)`) warn and log whatever the switch says."""
 
-    def __init__(self, double: MpsDouble, ops: set[str]) -> None:
+    def __init__(self, double: MpsDouble, ops: Mapping[str, str | None], registered: bool = False) -> None:
         super().__init__()
         self.double = double
         self.ops = ops
+        self.registered = registered
         self.runs = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
-        schema_name = func._schema.name
-        operator_name = _operator_name(func)
-        if schema_name in self.ops or operator_name in self.ops:
+        seen = next((name for name in (_operator_name(func), func._schema.name) if name in self.ops), None)
+        if seen is not None:
+            operator_name = self.ops[seen] or _operator_name(func)
             double = self.double
             log_options = double.profiler_log_options()
-            if not double.fallback_switched_on:
+            if not (self.registered or double.fallback_switched_on):
                 message = double.behaviour.not_implemented_message
                 raise NotImplementedError(message.format(op=operator_name, commit=torch.version.git_version))
             double.warn_fallback(operator_name)
             if log_options & CPU_FALLBACK_INFO:
                 self.runs += 1
                 line = PROFILER_FALLBACK_LINE.format(
-                    op=schema_name, tensors="[tensor]", id=0, run=self.runs, overhead="0 bytes"
+                    op=operator_name.split(".")[0], tensors="[tensor]", id=0, run=self.runs, overhead="0 bytes"
                 )
                 print(line, file=sys.stderr, flush=True)
         return func(*args, **(kwargs or {}))

@@ -57,7 +57,8 @@ def linux_cpu_facts() -> dict:
             "cuda_devices": [],
             "cpu_fp16_autocast": True,
         },
-        "environment": {"PYTORCH_ENABLE_MPS_FALLBACK": None, "CUDA_VISIBLE_DEVICES": None},
+        "environment": {"PYTORCH_ENABLE_MPS_FALLBACK": None, "PYTORCH_MPS_METAL_VERSION": None,
+                        "CUDA_VISIBLE_DEVICES": None},
     }
 
 
@@ -427,13 +428,67 @@ def test_macos_12_5_with_torch_2_6_makes_mps_unusable_naming_macos_13():
     assert "older than 13.0" in finding(diagnose(facts), "macos").summary
 
 
-# PYTORCH_ENABLE_MPS_FALLBACK as torch reads it (std::stoi in MPSFallback.mm)
+def test_macos_14_with_torch_2_15_makes_mps_unusable_naming_macos_15_and_the_last_torch_for_macos_14():
+    facts = healthy_mac_facts()
+    facts["torch"]["version"] = "2.15.0"
+    macos = finding(diagnose(facts), "macos")
+    assert (macos.status, macos.summary) == (
+        "problem",
+        "macOS 14.5 is older than 15.0: the MPS backend of torch 2.15.0 needs 15.0 or later",
+    )
+    assert 'python -m pip install "torch<2.15"' in macos.fix
+
+
+def test_macos_15_with_torch_2_15_can_use_mps():
+    facts = healthy_mac_facts()
+    facts["torch"]["version"] = "2.15.0"
+    facts["platform"]["macos_version"] = "15.1"
+    assert device_is_usable(diagnose(facts), "mps")
+
+
+# A torch newer than the newest release read is never taken for it silently
+
+
+def test_torch_2_16_is_told_its_macos_requirement_is_carried_over_unchecked():
+    facts = healthy_mac_facts()
+    facts["torch"]["version"] = "2.16.0"
+    facts["platform"]["macos_version"] = "15.1"
+    assert finding(diagnose(facts), "macos").summary == (
+        "macOS 15.1 (the MPS backend of torch 2.16.0 needs >= 15.0) (unchecked for torch 2.16.0: assumed as in torch "
+        "2.15.0, the newest release whose macOS wheel was read)"
+    )
+
+
+def test_torch_2_16_gets_a_warning_naming_the_facts_assumed_from_2_15():
+    facts = healthy_mac_facts()
+    facts["torch"]["version"] = "2.16.0"
+    assumed = finding(diagnose(facts), "mps-facts")
+    assert assumed.status == "warning"
+    assert assumed.summary.startswith("MPS facts unchecked for torch 2.16.0: the macOS MPS needs, the ops that fall "
+                                      "back to the CPU and how MPS events are timed are assumed as in torch 2.15.0")
+    assert "python -m perfsuite.coverage.wheelcheck --torch 2.16.0" in assumed.fix
+
+
+@pytest.mark.parametrize("torch_version", ["2.13.0", "2.14.1", "2.15.0"])
+def test_a_release_read_has_its_mps_facts_ok(torch_version):
+    facts = healthy_mac_facts()
+    facts["torch"]["version"] = torch_version
+    assert finding(diagnose(facts), "mps-facts").status == "ok"
+
+
+# PYTORCH_ENABLE_MPS_FALLBACK as torch reads it (std::stoi up to 2.7, c10::utils::get_env from 2.8)
 
 
 @pytest.mark.parametrize(("value", "enabled"), [(None, False), ("0", False), ("1", True), ("2", True), (" 1", True),
                                                 ("+1", True), ("00", False), ("yes", None)])
-def test_mps_fallback_setting_is_read_as_torch_reads_it(value, enabled):
-    assert mps_fallback_setting(value) is enabled
+def test_mps_fallback_setting_is_read_as_torch_2_7_reads_it(value, enabled):
+    assert mps_fallback_setting(value, (2, 7, 1)) is enabled
+
+
+@pytest.mark.parametrize(("value", "enabled"), [(None, False), ("0", False), ("1", True), ("00", True),
+                                                ("yes", True), ("", True)])
+def test_mps_fallback_setting_is_read_as_torch_2_15_reads_it(value, enabled):
+    assert mps_fallback_setting(value, (2, 15, 0)) is enabled
 
 
 def test_mps_fallback_set_to_2_warns_that_timings_include_cpu_work():
@@ -443,11 +498,53 @@ def test_mps_fallback_set_to_2_warns_that_timings_include_cpu_work():
     assert fallback.status == "warning" and "timings include CPU work" in fallback.summary
 
 
-def test_mps_fallback_set_to_a_word_is_a_warning_to_unset_it():
+def test_mps_fallback_set_to_a_word_under_torch_2_7_is_a_warning_to_unset_it():
     facts = healthy_mac_facts()
+    facts["torch"]["version"] = "2.7.1"
     facts["environment"]["PYTORCH_ENABLE_MPS_FALLBACK"] = "true"
     fallback = finding(diagnose(facts), "mps-fallback")
     assert fallback.status == "warning" and "not an integer" in fallback.summary
+
+
+def test_mps_fallback_set_to_a_word_under_torch_2_8_turns_the_fallback_on():
+    facts = healthy_mac_facts()
+    facts["environment"]["PYTORCH_ENABLE_MPS_FALLBACK"] = "false"
+    fallback = finding(diagnose(facts), "mps-fallback")
+    assert fallback.status == "warning" and "timings include CPU work" in fallback.summary
+
+
+# PYTORCH_MPS_METAL_VERSION, read from torch 2.15
+
+
+def metal_facts(value: str, torch_version: str = "2.15.0", macos: str = "15.1") -> dict:
+    facts = healthy_mac_facts()
+    facts["torch"]["version"], facts["platform"]["macos_version"] = torch_version, macos
+    facts["environment"]["PYTORCH_MPS_METAL_VERSION"] = value
+    return facts
+
+
+def test_a_metal_version_torch_ignores_is_a_warning_naming_the_default_it_compiles_for():
+    metal = finding(diagnose(metal_facts("3")), "mps-metal-version")
+    assert metal.status == "warning" and "Ignoring PYTORCH_MPS_METAL_VERSION" in metal.summary
+    assert "compiles for Metal 3.2, this macOS's default" in metal.summary
+
+
+def test_a_metal_version_newer_than_the_macos_default_is_a_warning_that_torch_fails():
+    metal = finding(diagnose(metal_facts("4.0")), "mps-metal-version")
+    assert metal.status == "warning" and "fails rather than falls back" in metal.summary
+
+
+def test_metal_4_0_on_macos_26_is_ok():
+    assert finding(diagnose(metal_facts("4.0", macos="26.1")), "mps-metal-version").status == "ok"
+
+
+def test_the_metal_version_has_no_effect_before_torch_2_15():
+    metal = finding(diagnose(metal_facts("abc", torch_version="2.14.1")), "mps-metal-version")
+    assert metal.status == "ok" and "has no effect" in metal.summary
+
+
+def test_no_metal_version_finding_when_the_variable_is_unset():
+    assert [f for f in diagnose(healthy_mac_facts()) if f.check == "mps-metal-version"] == []
 
 
 # The recorded facts agree with what gather_facts records on those machines (a test double of torch's MPS

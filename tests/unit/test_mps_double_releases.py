@@ -309,8 +309,9 @@ def test_batchnorm_channels_last_backward_raises_the_view_error_on_macos_26(monk
     assert str(raised.value) == VIEW_NOT_COMPATIBLE
 
 
-def test_batchnorm_channels_last_backward_is_right_after_the_newest_release_checked(monkeypatch):
-    double = pretend(monkeypatch, "2.14.0")
+@pytest.mark.parametrize("torch_version", ["2.14.0", "2.14.1", "2.15.0"])
+def test_batchnorm_channels_last_backward_is_right_from_the_fix_in_2_14(monkeypatch, torch_version):
+    double = pretend(monkeypatch, torch_version)
     with double.tensors_on_cpu():
         contiguous, channels_last = batchnorm_gradients(False), batchnorm_gradients(True)
     assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(contiguous, channels_last, strict=True))

@@ -68,8 +68,16 @@ def test_fp16_training_of_a_model_without_convolutions_on_mps_runs():
     assert skip_reason(mps_case("fp16", "bert-base", "train"), mac((2, 13))) is None
 
 
-def test_fp16_convolution_guard_ends_after_the_newest_torch_checked():
-    assert skip_reason(mps_case("fp16", "resnet18", "train"), mac((2, 14))) is None
+@pytest.mark.parametrize("torch_release", [(2, 14), (2, 15)])
+def test_fp16_convolution_guard_holds_while_torchs_own_tests_skip_it(torch_release):
+    reason = skip_reason(mps_case("fp16", "resnet18", "train"), mac(torch_release))
+    assert reason is not None and f"torch {mps_support.dotted(torch_release)}'s own MPS tests skip it" in reason
+
+
+def test_fp16_convolution_guard_holds_unchecked_for_a_torch_newer_than_the_newest_read():
+    reason = skip_reason(mps_case("fp16", "resnet18", "train"), mac((2, 16)))
+    assert reason is not None and "torch 2.15.0's own MPS tests still skip it" in reason
+    assert "unchecked for torch 2.16: assumed as in torch 2.15.0" in reason
 
 
 def test_the_workloads_declaring_convolution_training_are_the_trainable_ones_with_conv2d_layers():
@@ -104,8 +112,9 @@ def test_resnet18_train_channels_last_on_the_cpu_runs():
     assert skip_reason(case, mac((2, 13))) is None
 
 
-def test_batchnorm_guard_ends_after_the_newest_torch_checked():
-    assert skip_reason(mps_case("fp32", "resnet18", "train-channels-last"), mac((2, 14))) is None
+@pytest.mark.parametrize("torch_release", [(2, 14), (2, 15), (2, 16)])
+def test_batchnorm_guard_ends_with_the_fix_in_torch_2_14(torch_release):
+    assert skip_reason(mps_case("fp32", "resnet18", "train-channels-last"), mac(torch_release)) is None
 
 
 def test_the_workloads_declaring_batchnorm_are_the_ones_with_batchnorm2d_layers():
@@ -123,7 +132,8 @@ def test_the_workloads_declaring_batchnorm_are_the_ones_with_batchnorm2d_layers(
 
 @pytest.mark.parametrize(
     ("torch_release", "macos"),
-    [((2, 0), (12, 3)), ((2, 5), (12, 3)), ((2, 6), (13, 0)), ((2, 8), (13, 0)), ((2, 9), (14, 0)), ((2, 13), (14, 0))],
+    [((2, 0), (12, 3)), ((2, 5), (12, 3)), ((2, 6), (13, 0)), ((2, 8), (13, 0)), ((2, 9), (14, 0)), ((2, 13), (14, 0)),
+     ((2, 14, 1), (14, 0)), ((2, 15), (15, 0))],
 )
 def test_minimum_macos_for_mps_follows_the_torch_release(torch_release, macos):
     assert mps_support.min_macos_for_mps(torch_release) == macos
@@ -135,6 +145,41 @@ def test_minimum_macos_for_an_unknown_torch_is_the_oldest_requirement():
 
 def test_a_patch_release_is_at_most_its_minor_release():
     assert mps_support.is_at_most((2, 13, 1), (2, 13)) and not mps_support.is_at_most((2, 14, 0), (2, 13))
+
+
+@pytest.mark.parametrize(("torch_release", "checked"), [
+    ((2, 13, 0), True), ((2, 14, 1), True), ((2, 15), True), ((2, 15, 0), True), ((2, 15, 1), False), ((2, 16), False),
+    ((2, 16, 0), False), ((3, 0), False),
+])
+def test_a_release_after_the_newest_read_is_unchecked(torch_release, checked):
+    assert mps_support.is_checked(torch_release) is checked
+
+
+def test_the_unusable_hint_of_torch_2_16_says_its_macos_is_assumed_from_2_15():
+    assert mps_support.mps_unusable_hint((2, 16, 0)).endswith(
+        "(unchecked for torch 2.16.0: assumed as in torch 2.15.0, the newest release whose macOS wheel was read)"
+    )
+
+
+def test_the_unusable_hint_of_torch_2_15_names_macos_15_and_a_reachable_metal_gpu():
+    hint = mps_support.mps_unusable_hint((2, 15, 0))
+    assert hint.startswith("macOS >= 15.0 on Apple silicon") and "virtual machine, sandbox or container" in hint
+    assert "unchecked" not in hint
+
+
+@pytest.mark.parametrize(("macos", "torch_release"), [((14, 5), (2, 14)), ((13, 6), (2, 8)), ((15, 0), None)])
+def test_the_newest_torch_for_a_macos_is_the_last_before_a_newer_requirement(macos, torch_release):
+    assert mps_support.newest_torch_for_macos(macos) == torch_release
+
+
+@pytest.mark.parametrize(("torch_release", "gpu_stamped"), [((2, 13, 0), False), ((2, 14, 1), False),
+                                                            ((2, 15, 0), True), ((2, 16, 0), False)])
+def test_mps_events_are_read_as_gpu_stamps_only_where_a_release_read_stamps_them_on_the_gpu(torch_release, gpu_stamped):
+    assert mps_support.mps_gpu_event_times(torch_release) is gpu_stamped
+
+
+def test_the_assumed_facts_note_is_none_for_a_release_read():
+    assert mps_support.assumed_facts_note((2, 15, 0)) is None and mps_support.assumed_facts_note(None) is None
 
 
 def test_macos_14_counts_as_14_0():

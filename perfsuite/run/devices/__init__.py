@@ -18,7 +18,7 @@ import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "DEVICES", "Availability", "DeviceBackend", "available_accelerators", "backend", "device_facts", "is_accelerator",
-    "machine_fingerprint", "with_device_rules",
+    "DEVICES", "Availability", "DeviceBackend", "assumed_facts_notes", "available_accelerators", "backend",
+    "device_facts", "is_accelerator", "machine_fingerprint", "with_device_rules",
 ]
 
 
@@ -75,6 +75,10 @@ class DeviceBackend(Protocol):
 
     def synchronize(self) -> None:
         """Wait until all work queued on the device is finished."""
+
+    def assumed_facts(self) -> str | None:
+        """Which of the device's facts are assumed for the installed torch rather than read from its release, and from
+        which release (MPS: a torch newer than the newest release read); None where every fact was read."""
 
     def event_times_s(self, step: Callable[[], object], repeats: int) -> list[float] | None:
         """The device's own time of `step` per call, timed by its events, `repeats` times; None without events."""
@@ -145,6 +149,12 @@ def is_accelerator(name: str) -> bool:
     """Whether the device `name` is an accelerator, as its backend says; a name perfsuite has no backend for (a file
     from elsewhere may hold one) is taken for an accelerator, since the CPU has its backend."""
     return name not in DEVICES or backend(name).is_accelerator
+
+
+def assumed_facts_notes(names: Sequence[str]) -> list[str]:
+    """The session header's lines for the devices `names` whose facts the installed torch's release does not settle
+    (`DeviceBackend.assumed_facts`)."""
+    return [f"perfsuite: {note}" for name in names if (note := backend(name).assumed_facts())]
 
 
 def available_accelerators() -> list[str]:

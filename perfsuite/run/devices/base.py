@@ -37,6 +37,9 @@ class TorchDevice:
     def event_times_s(self, step: Callable[[], object], repeats: int) -> list[float] | None:
         return None
 
+    def assumed_facts(self) -> str | None:
+        return None
+
     def kernel_time_s(self, step: Callable[[], object]) -> float | None:
         return None
 

@@ -1,6 +1,8 @@
-"""MPS (Apple-silicon GPUs): availability by torch build and macOS, `torch.mps.synchronize()`, MPS events read after
-a synchronize, the allocator's peak where torch keeps one (else the driver's allocation), and the MPS rules of each
-torch release (`perfsuite.matrix.mps_support`: what a release needs of a Mac, and the defects to steer around)."""
+"""MPS (Apple-silicon GPUs): availability by torch build and macOS, `torch.mps.synchronize()`, MPS events timed as
+each torch release allows (GPU stamps from 2.15, host-callback stamps read after a drain before), the allocator's
+peak where torch keeps one (else the driver's allocation), and the MPS rules of each torch release
+(`perfsuite.matrix.mps_support`: what a release needs of a Mac, the defects to steer around, and which facts are only
+assumed for a release newer than the newest one read)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 from perfsuite.matrix import mps_support as mps
 from perfsuite.matrix.axes import EAGER, base_mode
-from perfsuite.matrix.cases import DeviceFacts, ModelFacts, parse_version, version_text
+from perfsuite.matrix.cases import DeviceFacts, ModelFacts, version_text
 from perfsuite.records import Case
 from perfsuite.run import devices
 from perfsuite.run.devices import Availability, gib
@@ -40,7 +42,7 @@ class Backend(TorchDevice):
                 False, f"torch {torch.__version__} was built without MPS (only macOS builds for Apple silicon have it)"
             )
         if not torch.backends.mps.is_available():
-            needs = mps.mps_unusable_hint(parse_version(torch.__version__))
+            needs = mps.mps_unusable_hint(mps.parse_release(torch.__version__))
             return Availability(
                 False, f"torch {torch.__version__} has MPS but the device is unusable: it needs {needs} (not "
                 "Rosetta); run `perfsuite doctor --device mps`"
@@ -52,15 +54,26 @@ class Backend(TorchDevice):
 
         torch.mps.synchronize()
 
-    def event_times_s(self, step: Callable[[], object], repeats: int) -> list[float] | None:
-        """MPS event pairs read after `torch.mps.synchronize()`, never after `end.synchronize()`: in torch's
-        MPSEvent.mm, Event.synchronize() consumes the completion flag that elapsed_time() then waits for, so
-        elapsed_time() blocks forever when the step was still running (pytorch/pytorch#162872). MPS stamps an event
-        when a host callback sees it complete, so its times include that callback's latency, and a step too short
-        to separate the two callbacks raises "End event ... was not recorded after start event": such a pair is
-        measured again, up to `repeats` extra times."""
+    def assumed_facts(self) -> str | None:
         import torch
 
+        return mps.assumed_facts_note(mps.parse_release(torch.__version__))
+
+    def event_times_s(self, step: Callable[[], object], repeats: int) -> list[float] | None:
+        """MPS event pairs, each around one call of `step`, `repeats` of them, in the way the installed torch allows
+        (`mps_support.mps_gpu_event_times`, whose sources say how each release stamps and waits).
+
+        torch 2.15: the GPU stamps each event with its command buffer's GPUEndTime and Event.synchronize() consumes
+        nothing, so a pair is read after `end.synchronize()`, as on CUDA, and leaves host callbacks out.
+        Before 2.15, and for a release newer than the newest one read: a pair is read after `torch.mps.synchronize()`,
+        never after `end.synchronize()`: in those releases Event.synchronize() consumes the completion flag that
+        elapsed_time() then waits for, so elapsed_time() blocks forever when the step was still running
+        (pytorch/pytorch#162872). A host callback stamps each event there, so the times include its latency, and a
+        step too short to separate the two callbacks raises "End event ... was not recorded after start event":
+        such a pair is measured again, up to `repeats` extra times."""
+        import torch
+
+        gpu_stamped = mps.mps_gpu_event_times(mps.parse_release(torch.__version__))
         times_s: list[float] = []
         unordered_pairs = 0
         while len(times_s) < repeats:
@@ -68,6 +81,10 @@ class Backend(TorchDevice):
             start.record()
             step()
             end.record()
+            if gpu_stamped:
+                end.synchronize()
+                times_s.append(start.elapsed_time(end) / 1000.0)
+                continue
             torch.mps.synchronize()
             try:
                 times_s.append(start.elapsed_time(end) / 1000.0)
@@ -175,20 +192,24 @@ def skip_reason(case: Case, model: ModelFacts, facts: DeviceFacts) -> str | None
                 f"GradScaler on MPS (fp16 training) needs torch >= {mps.dotted(mps.MIN_TORCH_FOR_MPS_GRAD_SCALER)} "
                 f"({installed})"
             )
-        conv_abort = mps.is_at_most(torch_version, mps.LAST_TORCH_WITH_MPS_FP16_CONV_BACKWARD_ABORT)
-        if model.trains_convolutions and conv_abort:
+        if model.trains_convolutions and mps.fp16_convolution_backward_may_abort(torch_version):
+            unchecked = mps.unchecked_note(torch_version)
+            tested = (
+                f"torch {mps.dotted(mps.NEWEST_TORCH_CHECKED)}'s own MPS tests still skip it; {unchecked}" if unchecked
+                else f"torch {version_text(torch_version)}'s own MPS tests skip it"
+            )
             return (
-                f"fp16 convolution backward can abort the process on MPS (pytorch/pytorch#119108; torch "
-                f"{version_text(torch_version)}'s own MPS tests skip it); {case.model} trains convolutions"
+                f"fp16 convolution backward can abort the process on MPS (pytorch/pytorch#119108; {tested}); "
+                f"{case.model} trains convolutions"
             )
     if (
         case.mode == "train-channels-last"
         and model.has_batchnorm
-        and mps.is_at_most(torch_version, mps.LAST_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_BUG)
+        and not mps.is_at_least(torch_version, mps.MIN_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_FIX)
     ):
         return (
             "BatchNorm2d backward on channels_last input gives wrong gradients or a RuntimeError on MPS "
-            f"(pytorch/pytorch#175189, fixed after torch {mps.dotted(mps.NEWEST_TORCH_CHECKED)} by #181411/#188371; "
-            f"{installed}): timing it would time a wrong result"
+            f"(pytorch/pytorch#175189, fixed in torch {mps.dotted(mps.MIN_TORCH_WITH_MPS_BATCHNORM_CHANNELS_LAST_FIX)} "
+            f"by #181411/#188371; {installed}): timing it would time a wrong result"
         )
     return None

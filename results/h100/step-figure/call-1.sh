@@ -2,7 +2,7 @@
 # alternated 3 times in one warm process per case (resnet18 and bert-base, bf16 bs32, infer and train, each compile
 # mode); then the CUDA reference re-recorded with the step figure, starting the histories over: the standard matrix
 # of resnet18 and bert-base in one process, and the bf16 bs32 cases in every compile mode (the compile table's run).
-. results/h200/step-figure/common.sh
+. results/h100/step-figure/common.sh
 S=$(date +%s)
 timeout 330 python3 -m perfsuite.selftest.figures --device $DEV --models resnet18,bert-base --dtype bf16 --batch-size 32 \
   --profile $PROFILE --modes infer,train --compile $COMPILE_MODES --alternations 3 --max-time-s $MAX_TIME_S \

@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from perfsuite.errors import UsageError
 
@@ -76,10 +77,11 @@ def relaunch_if_rootdir_moves(args: Sequence[str], invocation_dir: Path, rootdir
     os.execv(sys.executable, command)
 
 
-def make_benchmark_json_folder(path: Path | None) -> None:
-    """pytest-benchmark writes --benchmark-json only as the session ends, into a folder that must exist: made now, or
-    a UsageError before anything is measured (else the run's tables were lost to its traceback)."""
-    if path is None:
+def make_benchmark_json_folder(path: Path | IO[bytes] | None) -> None:
+    """pytest-benchmark 5.3 and later write --benchmark-json only as the session ends, into a folder that must exist:
+    made now, or a UsageError before anything is measured (else the run's tables were lost to its traceback). Earlier
+    releases open the file as they parse the option (`path` is then that open file), so its folder exists."""
+    if path is None or not isinstance(path, (str, os.PathLike)):
         return
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,14 @@ published figures) reads as eager, so a compiled case meets the same compiled ca
 Only the profiles both sides hold are compared: a smoke run against baselines of smoke and standard cases
 meets the smoke ones, and the standard ones are left out (the side's description counts them).
 Cases measured with different model configs (`config_digest` differs) are never joined: both appear, each
-one-sided, with a note. Published figures leave some of those fields unstated (null): between two
+one-sided, with a note.
+
+Figures. Every row carries which figure each side's time is (`figure_a`, `figure_b`): `step` (steps back to back,
+the device drained once a round) or `latency` (one step and a drain a round), as the baseline entry or the run
+states it; one recorded before the figure was stored is read as the baseline store reads it (latency on an
+accelerator, step on the CPU), and a published figure states none (None). A joined row whose figures differ, or
+whose figure a side does not state, says so in its note, and the summary counts those rows: a step time is never
+set against a latency time silently. Published figures leave some of those fields unstated (null): between two
 published sets, null joins only null, so the two sides of one article line up exactly. When exactly one
 side is published, a measured case joins the published figure of its model whose stated fields all match
 (the most specific one when several do); one published figure then stands against each matching case,
@@ -34,10 +41,10 @@ import pandas as pd
 
 from perfsuite.errors import BadFileError
 from perfsuite.matrix.axes import EAGER, compile_mode_rank
-from perfsuite.records import BaselineEntry
+from perfsuite.records import FIGURES, BaselineEntry
 from perfsuite.run.devices import is_accelerator
 from perfsuite.store.baselines import SCHEMA as BASELINE_SCHEMA
-from perfsuite.store.baselines import baseline_from_json, machine_slug
+from perfsuite.store.baselines import baseline_from_json, figure_when_unstated, machine_slug
 from perfsuite.store.jsonfile import parse_json_text, read_json_file
 
 PUBLISHED_SCHEMA = "perfsuite-published-reference"
@@ -50,12 +57,12 @@ KEY_FIELD_WORDS = {"model": "model", "mode": "mode", "dtype": "dtype", "batch_si
 REQUIRED_FACTS = ("device", "model", "mode", "dtype", "batch_size", "profile")
 
 CASE_COLUMNS = (
-    "benchmark_id", "device", *KEY_FIELDS, "time_s", "iqr_s", "rounds", "samples_per_s", "tflops_per_s",
+    "benchmark_id", "device", *KEY_FIELDS, "time_s", "figure", "iqr_s", "rounds", "samples_per_s", "tflops_per_s",
     "memory_figure", "memory_bytes", "config_digest", "torch_version", "machine", "source",
 )
 SIDES = ("both", "A only", "B only")
 COMPARISON_COLUMNS = (
-    *KEY_FIELDS, "side", "device_a", "device_b", "time_a_s", "time_b_s", "ratio_b_over_a",
+    *KEY_FIELDS, "side", "device_a", "device_b", "time_a_s", "time_b_s", "ratio_b_over_a", "figure_a", "figure_b",
     "samples_per_s_a", "samples_per_s_b", "memory_a_bytes", "memory_b_bytes",
     "memory_figure_a", "memory_figure_b", "benchmark_id_a", "benchmark_id_b", "note",
 )
@@ -269,8 +276,8 @@ def _baseline_record(entry: BaselineEntry, benchmark_id: str, file_slug: str | N
     return {
         "device": case.device, "model": case.model, "mode": case.mode, "dtype": case.dtype,
         "batch_size": case.batch_size, "profile": case.profile, "compile": case.compile,
-        "time_s": entry.median_s, "iqr_s": None, "rounds": sum(run.rounds for run in entry.runs),
-        "samples_per_s": entry.samples_per_s,
+        "time_s": entry.median_s, "figure": entry.figure, "iqr_s": None,
+        "rounds": sum(run.rounds for run in entry.runs), "samples_per_s": entry.samples_per_s,
         "tflops_per_s": entry.flops_per_step * processes / entry.median_s / 1e12 if entry.flops_per_step else None,
         "memory_figure": entry.memory_figure, "memory_bytes": entry.memory_bytes,
         "config_digest": entry.config_digest, "torch_version": entry.torch_version,
@@ -378,6 +385,7 @@ def _case_record(fields: Mapping[str, Any], where: str, published: bool, default
         else:
             raise CompareError(f"{where}: {field!r} must be a non-empty string, got {value!r}")
     record.update(
+        figure=_figure(fields, device, where, published),
         samples_per_s=_optional_number(fields.get("samples_per_s")),
         tflops_per_s=_optional_number(fields.get("tflops_per_s")),
         memory_figure=_optional_str(fields.get("memory_figure")),
@@ -388,6 +396,17 @@ def _case_record(fields: Mapping[str, Any], where: str, published: bool, default
         rounds=_optional_number(fields.get("rounds")),
     )
     return record
+
+
+def _figure(fields: Mapping[str, Any], device: str, where: str, published: bool) -> str | None:
+    """Which figure a case's time is: as stated; unstated, None for a published figure and, for a run recorded
+    before the figure was stored, what the baseline store reads for such an entry (`figure_when_unstated`)."""
+    figure = fields.get("figure")
+    if figure is None:
+        return None if published else figure_when_unstated(device)
+    if figure not in FIGURES:
+        raise CompareError(f"{where}: 'figure' must be one of {', '.join(FIGURES)}, got {figure!r}")
+    return str(figure)
 
 
 def _time_s(fields: Mapping[str, Any], name: str, where: str) -> float:
@@ -603,7 +622,11 @@ def _pair_with_published(
             if len(_stated_fields(published)) == most_specific:
                 used.add(id(published))
                 unstated = [KEY_FIELD_WORDS[f] for f in KEY_FIELDS if published[f] is None]
+                unstated += ["figure"] if published["figure"] is None else []
                 note = f"{published_label} published" + (f", not stating {', '.join(unstated)}" if unstated else "")
+                if published["figure"] is not None:
+                    pair = (measured, published) if published_label == "B" else (published, measured)
+                    note = _joined_notes(note, figure_note(pair[0]["figure"], pair[1]["figure"]))
                 pairs.append((measured, published, note))
     pairs.extend(
         (None, p, f"only in {published_label} (published)") for p in published_cases if id(p) not in used
@@ -620,7 +643,11 @@ def _pair_unless_configs_differ(case_a: dict[str, Any], case_b: dict[str, Any], 
     if digest_a is not None and digest_b is not None and digest_a != digest_b:
         why = f"config differs (config_digest A {digest_a}, B {digest_b}): not compared"
         return [(case_a, None, why), (None, case_b, why)]
-    return [(case_a, case_b, note)]
+    return [(case_a, case_b, _joined_notes(note, figure_note(case_a["figure"], case_b["figure"])))]
+
+
+def _joined_notes(*notes: str) -> str:
+    return "; ".join(note for note in notes if note)
 
 
 def _comparison_row(case_a: Mapping[str, Any] | None, case_b: Mapping[str, Any] | None, note: str) -> dict[str, Any]:
@@ -631,13 +658,39 @@ def _comparison_row(case_a: Mapping[str, Any] | None, case_b: Mapping[str, Any] 
         row[f"{column}_{suffix}"] = case.get(column)
     row.update(
         time_a_s=a.get("time_s"), time_b_s=b.get("time_s"),
-        ratio_b_over_a=time_ratio(a.get("time_s"), b.get("time_s")),
+        ratio_b_over_a=time_ratio(a.get("time_s"), b.get("time_s")), figure_a=a.get("figure"), figure_b=b.get("figure"),
         samples_per_s_a=a.get("samples_per_s"), samples_per_s_b=b.get("samples_per_s"),
         memory_a_bytes=a.get("memory_bytes"), memory_b_bytes=b.get("memory_bytes"),
         memory_figure_a=a.get("memory_figure"), memory_figure_b=b.get("memory_figure"),
         benchmark_id_a=a.get("benchmark_id"), benchmark_id_b=b.get("benchmark_id"), note=note,
     )
     return row
+
+
+def figure_note(figure_a: str | None, figure_b: str | None) -> str:
+    """What a joined row says of its two figures (None: not stated by that side): nothing when both sides hold the
+    same figure, else which side holds which, e.g. `figures differ: A step, B latency`."""
+    if figure_a is not None and figure_a == figure_b:
+        return ""
+    if figure_a is None and figure_b is None:
+        return "figure not stated by either side"
+    if figure_a is None or figure_b is None:
+        return f"figure not stated by {'A' if figure_a is None else 'B'}"
+    return f"figures differ: A {figure_a}, B {figure_b}"
+
+
+FIGURE_AGREEMENTS = ("same figure", "figures differ", "figure not stated")
+
+
+def count_figure_agreement(rows: pd.DataFrame) -> dict[str, int]:
+    """Of the joined rows, how many hold the same figure on both sides, two different figures, or a figure a side
+    does not state (keys FIGURE_AGREEMENTS)."""
+    joined = _records(rows[rows["side"] == "both"])
+    counts = dict.fromkeys(FIGURE_AGREEMENTS, 0)
+    for row in joined:
+        a, b = row["figure_a"], row["figure_b"]
+        counts["figure not stated" if a is None or b is None else "same figure" if a == b else "figures differ"] += 1
+    return counts
 
 
 def _row_order(row: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -1,7 +1,8 @@
 """`perfsuite compare [A] [B]`: how far result set A is from result set B, case by case.
 
 A and B are each a baseline file or folder, a file of published figures (baselines/reference/), or the
-JSON of a perfsuite run. With no B, B is the committed CUDA baselines (baselines/cuda/). With no A, A is
+JSON of a perfsuite run. With no B, B is the committed CUDA baselines (baselines/cuda/): where that folder holds
+the files of several machines (one a card), the one recorded last, and the header names the others. With no A, A is
 the newest run pytest-benchmark saved under .benchmarks/ (--benchmark-save / --benchmark-autosave), or
 failing that this machine's baselines; when that set holds CPU cases and one accelerator, the accelerator
 is kept. Only the profiles both sides hold are compared: a smoke run meets the smoke cases of the baselines.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from perfsuite.analyse.compare import (
@@ -28,6 +30,7 @@ from perfsuite.analyse.compare import (
     read_result_set,
     select_device,
 )
+from perfsuite.errors import BadFileError
 from perfsuite.render.comparison import (
     PlottingUnavailable,
     plot_ratio_chart,
@@ -36,7 +39,7 @@ from perfsuite.render.comparison import (
     render_terminal,
 )
 from perfsuite.render.escape import terminal_text
-from perfsuite.store.baselines import baseline_path, machine_slug
+from perfsuite.store.baselines import baseline_path, load_baseline, machine_slug
 
 DEFAULT_RUNS_DIR = ".benchmarks"
 DEFAULT_BASELINES_DIR = "baselines"
@@ -145,7 +148,27 @@ def _default_b(baselines_dir: Path) -> ResultSet:
         raise CompareError(
             f"B defaults to the committed CUDA baselines in {cuda}/, but there are none; name B, e.g. {example}"
         )
-    return read_result_set(cuda)
+    files = sorted(p for p in cuda.glob("*.json") if not p.is_dir())
+    if len(files) == 1:
+        return read_result_set(cuda)
+    # One file a machine: a folder of several would hold each case once per card, which one side cannot.
+    newest = max(files, key=_last_recorded_at)
+    others = ", ".join(p.name for p in files if p != newest)
+    chosen = read_result_set(newest)
+    return replace(chosen, description=(
+        f"{chosen.description} [the CUDA machine file recorded last in {cuda}/; also there: {others}; "
+        "name one as B to compare with it]"
+    ))
+
+
+def _last_recorded_at(path: Path) -> str:
+    """When the baseline file at `path` last recorded a run (UTC, ISO 8601, so text order is time order)."""
+    try:
+        baseline = load_baseline(path)
+    except BadFileError as error:
+        raise CompareError(str(error)) from None
+    runs = [] if baseline is None else [r.recorded_at for e in baseline.entries.values() for r in e.runs]
+    return max(runs, default="")
 
 
 def _this_machines_baselines(baselines_dir: Path) -> list[Path]:

@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfsuite.analyse.compare import KEY_FIELDS, Comparison, ResultSet, geometric_mean_ratio
+from perfsuite.analyse.compare import (
+    KEY_FIELDS,
+    Comparison,
+    ResultSet,
+    count_figure_agreement,
+    geometric_mean_ratio,
+)
 from perfsuite.matrix.axes import EAGER, compile_mode_rank
 from perfsuite.render.escape import markdown_text, plot_text, terminal_text
 from perfsuite.render.units import format_percent, format_time_ratio
@@ -29,14 +35,21 @@ class PlottingUnavailable(RuntimeError):
 
 
 def summary_line(comparison: Comparison) -> str:
-    """One line: the geometric mean of the B/A time ratios over the joined rows, and the one-sided counts."""
+    """One line: the geometric mean of the B/A time ratios over the joined rows, how many of them set two different
+    figures (step, latency) against each other or hold a figure a side does not state, and the one-sided counts."""
     rows = comparison.rows
     joined = int((rows["side"] == "both").sum())
     mean = geometric_mean_ratio(rows)
     only_a, only_b = int((rows["side"] == "A only").sum()), int((rows["side"] == "B only").sum())
     speed = "none" if mean is None else f"{format_time_ratio(mean)} (A runs at {format_percent(mean)} of B's speed)"
+    agreement = count_figure_agreement(rows)
+    figures = (
+        "each with the same figure on both sides" if agreement["same figure"] == joined else
+        f"{agreement['figures differ']} of them set a step time against a latency time, "
+        f"{agreement['figure not stated']} hold a figure a side does not state"
+    )
     return (
-        f"geometric mean of B/A time over {joined} joined row(s): {speed}; "
+        f"geometric mean of B/A time over {joined} joined row(s): {speed}; {figures}; "
         f"{only_a} row(s) only in A, {only_b} only in B"
     )
 
@@ -51,8 +64,8 @@ def short_label(result_set: ResultSet) -> str:
 
 
 def display_table(comparison: Comparison) -> pd.DataFrame:
-    """The comparison as text cells for people: times in ms, ratio to 2 decimals (2 figures below 0.1), memory
-    in MiB.
+    """The comparison as text cells for people: which figure each side's time is (step, latency; `?` not stated by
+    the source), times in ms, ratio to 2 decimals (2 figures below 0.1), memory in MiB.
 
     Device columns appear only when a side holds more than one device (otherwise the header names it); the compile
     column only when some row is not eager.
@@ -72,6 +85,8 @@ def display_table(comparison: Comparison) -> pd.DataFrame:
     if len(comparison.a.devices) > 1 or len(comparison.b.devices) > 1:
         table["A device"] = rows["device_a"].map(_text_cell)
         table["B device"] = rows["device_b"].map(_text_cell)
+    table["A figure"] = [_figure_cell(f, t) for f, t in zip(rows["figure_a"], rows["time_a_s"], strict=True)]
+    table["B figure"] = [_figure_cell(f, t) for f, t in zip(rows["figure_b"], rows["time_b_s"], strict=True)]
     table["A ms"] = rows["time_a_s"].map(lambda t: _figure(t * 1e3 if _known(t) else None))
     table["B ms"] = rows["time_b_s"].map(lambda t: _figure(t * 1e3 if _known(t) else None))
     table["B/A"] = rows["ratio_b_over_a"].map(lambda r: format_time_ratio(r) if _known(r) else ABSENT)
@@ -91,6 +106,12 @@ def shows_compile_modes(rows: pd.DataFrame) -> bool:
 def legend_lines(comparison: Comparison) -> list[str]:
     """What the columns mean for this comparison: the ratio, unstated fields and the memory figures."""
     lines = [ratio_legend(comparison.a, comparison.b)]
+    lines.append(
+        "figure = what a time is: step (steps back to back, the device drained once a round: what a training or "
+        "serving loop sees per step) or latency (one step and a drain a round: what one request waits); "
+        f"{NOT_STATED} = not stated by the source. A joined row whose figures differ or are not stated says so in its "
+        "note: its B/A sets one figure against another, or against an unknown one."
+    )
     if comparison.published_side is not None:
         lines.append(
             f"{comparison.published_side} holds published figures, not measurements: each joins the cases of its "
@@ -226,6 +247,13 @@ def _known(value: Any) -> bool:
 
 def _key_cell(value: Any) -> str:
     return str(value) if _known(value) else NOT_STATED
+
+
+def _figure_cell(figure: Any, time_s: Any) -> str:
+    """A side's figure: its name, `?` where the side has a time but states no figure, `-` where it has no case."""
+    if _known(figure):
+        return str(figure)
+    return NOT_STATED if _known(time_s) else ABSENT
 
 
 def _text_cell(value: Any) -> str:

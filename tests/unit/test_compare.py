@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import sys
+from csv import DictReader
 from pathlib import Path
 
 import pytest
@@ -383,7 +385,7 @@ def test_published_figure_joins_only_cases_matching_its_stated_mode():
 def test_published_figure_names_the_fields_it_does_not_state():
     b = published_set(case(mode=None, dtype=None, batch_size=None))
     note = compare_result_sets(run_set(case()), b).rows["note"].iloc[0]
-    assert note == "B published, not stating mode, dtype, batch size"
+    assert note == "B published, not stating mode, dtype, batch size, figure"
 
 
 def test_most_specific_published_figure_wins():
@@ -453,6 +455,74 @@ def test_published_figure_without_a_compile_mode_joins_only_eager_cases():
 def test_scaled_down_smoke_cases_never_join_the_articles_figures():
     with pytest.raises(CompareError, match="no profile in common"):
         compare_result_sets(read_result_set(FIXTURES / "run-mps-smoke.json"), read_result_set(ARTICLE_CUDA))
+
+
+# --- figures: which time each side holds ------------------------------------------------------------------
+
+
+def test_a_baseline_entry_says_which_figure_its_time_is_and_an_older_cuda_entry_is_latency():
+    cases = baseline_set(case(figure="step"), case(model="bert-base")).cases
+    assert dict(zip(cases["model"], cases["figure"], strict=True)) == {"resnet18": "step", "bert-base": "latency"}
+
+
+def test_a_cpu_baseline_entry_without_a_figure_holds_the_step_figure():
+    assert baseline_set(case(), device="cpu").cases["figure"].tolist() == ["step"]
+
+
+def test_a_run_says_which_figure_its_time_is_and_an_older_run_is_read_as_the_store_reads_it():
+    cases = run_set(case(figure="step"), case(model="bert-base"), device="cuda").cases
+    assert dict(zip(cases["model"], cases["figure"], strict=True)) == {"resnet18": "step", "bert-base": "latency"}
+
+
+def test_a_run_with_an_unknown_figure_is_refused_naming_the_case():
+    with pytest.raises(CompareError, match=r"run.json, benchmark mps-fp32-resnet18-bs32-train: 'figure' must be one "
+                                           r"of step, latency, got 'throughput'"):
+        run_set(case(figure="throughput"))
+
+
+def test_a_published_figure_states_no_figure():
+    assert published_set(case()).cases["figure"].tolist() == [None]
+
+
+def test_a_row_setting_a_step_time_against_a_latency_time_says_so_in_its_note_and_the_summary():
+    comparison = compare_result_sets(run_set(case(figure="step"), device="cpu"), baseline_set(case()))
+    row = comparison.rows.iloc[0]
+    assert (row["figure_a"], row["figure_b"], row["note"]) == ("step", "latency", "figures differ: A step, B latency")
+    assert "1 of them set a step time against a latency time, 0 hold a figure a side does not state" in (
+        summary_line(comparison)
+    )
+
+
+def test_rows_of_one_figure_carry_no_figure_note():
+    comparison = compare_result_sets(run_set(case(figure="step"), device="cpu"), baseline_set(case(figure="step")))
+    assert comparison.rows["note"].tolist() == [""]
+    assert "each with the same figure on both sides" in summary_line(comparison)
+
+
+def test_a_published_figure_joined_with_a_measured_one_names_the_figure_among_what_it_does_not_state():
+    comparison = compare_result_sets(run_set(case(figure="step")), published_set(case()))
+    assert comparison.rows["note"].tolist() == ["B published, not stating figure"]
+    assert "0 of them set a step time against a latency time, 1 hold a figure a side does not state" in (
+        summary_line(comparison)
+    )
+
+
+def test_the_table_shows_each_sides_figure_on_every_row():
+    a = run_set(case(figure="step"), case(model="bert-base", figure="step"), device="cpu")
+    table = display_table(compare_result_sets(a, baseline_set(case())))
+    cells = dict(zip(table["model"], zip(table["A figure"], table["B figure"], strict=True), strict=True))
+    assert cells == {"resnet18": ("step", "latency"), "bert-base": ("step", "-")}
+
+
+def test_a_published_side_shows_its_figure_as_not_stated():
+    table = display_table(compare_result_sets(run_set(case(figure="step")), published_set(case())))
+    assert (table["A figure"].iloc[0], table["B figure"].iloc[0]) == ("step", "?")
+
+
+def test_the_csv_carries_both_sides_figures():
+    csv = render_csv(compare_result_sets(run_set(case(figure="step"), device="cpu"), baseline_set(case())))
+    row = next(DictReader(io.StringIO(csv)))
+    assert (row["figure_a"], row["figure_b"]) == ("step", "latency")
 
 
 # --- the article's published figures ------------------------------------------------------------------
@@ -562,7 +632,7 @@ def test_summary_line_gives_the_geometric_mean_and_one_sided_counts(fixture_comp
     # Joined ratios 0.5, 0.125, 0.2: geometric mean 0.2321.
     assert summary_line(fixture_comparison) == (
         "geometric mean of B/A time over 3 joined row(s): 0.23 (A runs at 23% of B's speed); "
-        "2 row(s) only in A, 2 only in B"
+        "each with the same figure on both sides; 2 row(s) only in A, 2 only in B"
     )
 
 
@@ -664,6 +734,25 @@ def test_command_joins_compiled_cases_of_two_machines(tmp_path, capsys):
     out = capsys.readouterr().out
     assert status == 0
     assert "over 4 joined row(s): 0.47" in out and "1 row(s) only in A, 1 only in B" in out
+
+
+def test_command_default_b_of_several_cuda_machine_files_is_the_one_recorded_last(tmp_path, capsys):
+    cuda = tmp_path / "baselines" / "cuda"
+    cuda.mkdir(parents=True)
+    older = baseline_document(case(time_s=0.05), machine="fixture-h200")
+    newer = baseline_document(case(time_s=0.02, figure="step"), machine="fixture-h100")
+    newer["entries"]["cuda-fp32-resnet18-bs32-train"]["recorded_at"] = "2026-12-06T05:00:00Z"
+    (cuda / "fixture-h200.json").write_text(json.dumps(older))
+    (cuda / "fixture-h100.json").write_text(json.dumps(newer))
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"machine_info": {"perfsuite": {"machine_slug": "fixture-mac"}}, "benchmarks": [
+        {"param": "x", "extra_info": {**case(), "device": "mps", "figure": "step"}, "stats": {"median": 0.1}}]}))
+    status = main([str(run), "--baselines-dir", str(tmp_path / "baselines"), "--output-dir", str(tmp_path / "out"),
+                   "--no-chart"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert f"the CUDA machine file recorded last in {cuda}/; also there: fixture-h200.json" in out
+    assert "over 1 joined row(s): 0.20" in out and "each with the same figure on both sides" in out
 
 
 def test_command_without_cuda_baselines_asks_for_b(tmp_path, capsys):

@@ -29,7 +29,7 @@ def case_rows(index_html: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def committed_site(tmp_path_factory) -> Path:
-    """The site of the repository's own baselines/ (CUDA on the H200, the CPU VM, the article's table)."""
+    """The site of the repository's own baselines/ (CUDA on the H200 and the H100, the CPU VM, the article's table)."""
     output = tmp_path_factory.mktemp("site") / "site"
     build_site([REPOSITORY / "baselines"], output)
     return output
@@ -42,7 +42,7 @@ def test_the_committed_baselines_give_a_row_and_a_page_per_case(committed_site):
         for benchmark_id in json.loads(path.read_text())["entries"]
     }
     rows = case_rows((committed_site / "index.html").read_text())
-    assert len(rows) == len(entries) == 108
+    assert len(rows) == len(entries) == 166
     assert len(list((committed_site / "cases").glob("*.html"))) == len(entries)
 
 
@@ -57,6 +57,7 @@ def test_the_comparison_reproduces_the_articles_ratios_and_sets_the_cpu_against_
     article = page.split("published mps figures")[1]
     assert [r for r in re.findall(r"<td>(0\.7\d)</td>", article)][:3] == ["0.70", "0.71", "0.71"]
     assert "A: cpu on shared-2core-vm &mdash; B: cuda on nvidia-h200" in page
+    assert "A: cpu on shared-2core-vm &mdash; B: cuda on nvidia-h100-80gb-hbm3" in page
     assert "no profile in common" in page
 
 

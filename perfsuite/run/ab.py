@@ -285,6 +285,13 @@ def check_hello(worker: Worker, results: AbResults) -> None:
             raise OneProcessRefused(
                 f"compiled project modules ({', '.join(report['extensions'])}) cannot be loaded twice in one process"
             )
+        if report.get("patches_torch") and len(worker.sides) > 1:
+            shown = ", ".join(report["patches_torch"][:3]) + (
+                f" and {len(report['patches_torch']) - 3} more" if len(report["patches_torch"]) > 3 else "")
+            raise OneProcessRefused(
+                f"the {side.name} side's code changes torch itself when imported ({shown}), which one process would "
+                "share between the sides"
+            )
         results.sides.setdefault(side.name, {key: hello.get(key) for key in ("python", "python_version",
                                                                            "torch_version")})
 

@@ -17,7 +17,8 @@ model imports lazily during a step is that side's too. A failure replies `{"ok":
 Failure every path gives) and the process goes on. The model's own prints go to standard error, so they never garble
 a reply. The first reply says what the process runs: interpreter, torch, and per side the models it cannot find and
 the modules it could not be sure of (`leaks`: a base module taken from the head's tree; `extensions`: compiled
-project modules, which one process cannot hold twice).
+project modules, which one process cannot hold twice; `patches_torch`: what of torch itself a side's import
+changed, which the other side would share).
 """
 
 from __future__ import annotations
@@ -53,9 +54,25 @@ def make_sides(spec: Mapping[str, Any]) -> dict[str, SideCode]:
     return sides
 
 
+def torch_fingerprint() -> dict[str, int]:
+    """The identity of what code most often patches in torch itself: every attribute of torch.nn's classes and of
+    torch.Tensor, and the functions of torch.nn.functional. Two sides in one process share torch, so a side whose
+    import changes one of these would change it for the other side too."""
+    import torch
+    import torch.nn.functional
+
+    found: dict[str, int] = {}
+    owners = [(f"torch.nn.{name}", value) for name, value in vars(torch.nn).items() if isinstance(value, type)]
+    for owner, cls in [*owners, ("torch.Tensor", torch.Tensor)]:
+        found.update({f"{owner}.{attribute}": id(value) for attribute, value in vars(cls).items()})
+    found.update({f"torch.nn.functional.{name}": id(value) for name, value in vars(torch.nn.functional).items()
+                  if callable(value)})
+    return found
+
+
 def hello(spec: Mapping[str, Any], sides: Mapping[str, SideCode]) -> dict[str, Any]:
     """This process's interpreter and torch; per side the models of `check_models` it cannot find (name: why), the
-    base modules it took from the head's tree, and compiled project modules."""
+    base modules it took from the head's tree, compiled project modules, and what of torch its import changed."""
     import torch
 
     from perfsuite.workloads.sources import find_workload
@@ -64,13 +81,16 @@ def hello(spec: Mapping[str, Any], sides: Mapping[str, SideCode]) -> dict[str, A
     for side_spec in spec["sides"]:
         side = sides[side_spec["name"]]
         missing = {}
+        before = torch_fingerprint()
         with side.active():
             for model in spec.get("check_models", []):
                 try:
                     find_workload(model, side_spec["workload_sources"].get(model, []))
                 except Exception as error:
                     missing[model] = str(error)
-        reports[side.name] = {"missing": missing, "leaks": side.leaks(), "extensions": side.extension_modules()}
+        patched = sorted(name for name, identity in torch_fingerprint().items() if before.get(name) != identity)
+        reports[side.name] = {"missing": missing, "leaks": side.leaks(), "extensions": side.extension_modules(),
+                              "patches_torch": patched}
     return {"ok": True, "python": sys.executable, "python_version": sys.version.split()[0],
             "torch_version": torch.__version__, "sides": reports}
 

@@ -196,13 +196,15 @@ LOCKS = Path(os.environ["AB_TEST_LOCKS"])
 
 
 def build(profile):
-    """A model that does not fit twice: building it while another process holds one is out of memory."""
+    """A model that does not fit twice: building it while another one is alive, in this process or another, is out
+    of memory."""
     LOCKS.mkdir(exist_ok=True)
-    if any(lock.name != str(os.getpid()) for lock in LOCKS.iterdir()):
+    if any(LOCKS.iterdir()):
         raise RuntimeError("CUDA out of memory (this test's device holds one model)")
     module = Wide()
-    (LOCKS / str(os.getpid())).touch()
-    weakref.finalize(module, os.remove, str(LOCKS / str(os.getpid())))
+    lock = LOCKS / f"{os.getpid()}-{id(module)}"
+    lock.touch()
+    weakref.finalize(module, os.remove, str(lock))
     return module
 
 
@@ -214,9 +216,9 @@ def test_a_case_that_does_not_fit_twice_is_measured_one_side_at_a_time_and_says_
     commit(project, "a model that fits once")
     monkeypatch.setenv("AB_TEST_LOCKS", str(project.parent / "locks"))
     # An A/A job: what this test checks is the fallback, so a verdict too noisy to judge is only warned of.
-    result = ab(project, "--perf-ab", "HEAD", "--perf-on-inconclusive", "warn")
+    result = ab(project, "--perf-ab", "HEAD", "--perf-on-inconclusive", "warn", "--perf-ab-budget", "60")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
-    assert case["status"] in ("unchanged", "inconclusive") and case["pairs"] == 4
+    assert case["status"] in ("unchanged", "inconclusive") and case["pairs"] >= 4
     assert all(pair["one_side_at_a_time"] for pair in case["process_pairs"])
     assert "both sides did not fit in device memory together" in result.stdout

@@ -1,0 +1,138 @@
+"""A/B jobs as a user runs them, in a scratch project of 4 small cases (a tiny conv net, fp32 and bf16, infer and train,
+one torch thread): comment-only commits judged with `pytest --benchmark-only --perf-ab HEAD~1` at the defaults (A/A),
+and commits that plant a host-side slowdown of a given factor in the model's forward (each forward waits (f - 1) times
+its own time, so the inference step is f times slower and the training step less). Per job: exit status, seconds,
+the load average before and after, and every case's verdict from ab.json.
+
+    python results/ab/decides/run.py --aa 20 --planted 1.10:10 --planted 1.05:10 --out results/ab/decides/jobs.json
+
+Jobs run in a shuffled order (seeded), one at a time, with this checkout's perfsuite (the interpreter running this).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODEL = '''import time
+
+import torch
+import torch.nn.functional as F
+from perfsuite import Workload, register_workload
+
+SLOWDOWN = 1.0  # planted: each forward waits (SLOWDOWN - 1) x its own time
+
+
+class TinyConv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        started = time.perf_counter()
+        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv2(x))
+        out = self.head(x.mean(dim=(2, 3)))
+        if SLOWDOWN > 1.0:
+            end = time.perf_counter() + (SLOWDOWN - 1.0) * (time.perf_counter() - started)
+            while time.perf_counter() < end:
+                pass
+        return out
+
+
+register_workload(Workload(
+    name="tiny-conv", build_module=lambda profile: TinyConv(),
+    make_inputs=lambda profile, batch_size: torch.randn(batch_size, 3, 32, 32),
+    make_target=lambda profile, batch_size: torch.randint(0, 10, (batch_size,)),
+    loss=lambda output, target: F.cross_entropy(output, target), batch_sizes={"smoke": (8,)},
+))
+'''
+PYPROJECT = """[tool.perfsuite]
+device = "cpu"
+profile = "smoke"
+mode = "infer,train"
+dtype = "fp32,bf16"
+threads = 1
+"""
+
+
+def git(root: Path, *arguments: str) -> None:
+    subprocess.run(["git", "-C", str(root), "-c", "user.email=u@example.com", "-c", "user.name=u", *arguments],
+                   check=True, capture_output=True)
+
+
+def make_project(root: Path) -> None:
+    root.mkdir(parents=True)
+    (root / "conftest.py").write_text(MODEL)
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "test_perf.py").write_text("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "a model")
+
+
+def job(root: Path, factor: float, number: int) -> dict:
+    """Commit a change (a comment, or the planted factor), judge it against its parent, and revert the plant."""
+    conftest = root / "conftest.py"
+    if factor == 1.0:
+        conftest.write_text(conftest.read_text() + f"# comment {number}\n")
+    else:
+        conftest.write_text(MODEL.replace("SLOWDOWN = 1.0", f"SLOWDOWN = {factor}"))
+    git(root, "commit", "-q", "-am", f"job {number}")
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only",
+                             "--perf-ab", "HEAD~1"], cwd=root, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - started
+    summary = json.loads((root / ".perfsuite" / "ab.json").read_text())
+    if factor != 1.0:
+        conftest.write_text(MODEL)
+        git(root, "commit", "-q", "-am", f"revert job {number}")
+    outcome = [line for line in result.stdout.splitlines() if line.startswith("perfsuite A/B ")]
+    return {
+        "factor": factor, "exit_status": result.returncode, "seconds": round(seconds, 1),
+        "load_before": load_before, "load_after": os.getloadavg(), "outcome": outcome[-1] if outcome else None,
+        "measuring": summary.get("measuring"),
+        "cases": [{key: case.get(key) for key in ("benchmark_id", "status", "ratio", "ci_low", "ci_high", "floor",
+                                                   "blocks", "windows", "seconds", "between_blocks", "within_block")}
+                  for case in summary["cases"]],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--aa", type=int, default=20)
+    parser.add_argument("--planted", action="append", default=[], metavar="FACTOR:JOBS")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    order = [1.0] * args.aa
+    for planted in args.planted:
+        factor, count = planted.split(":")
+        order += [float(factor)] * int(count)
+    random.Random(args.seed).shuffle(order)
+    jobs = []
+    with tempfile.TemporaryDirectory(prefix="perfsuite-ab-decides-") as folder:
+        root = Path(folder) / "project"
+        make_project(root)
+        for number, factor in enumerate(order):
+            jobs.append(job(root, factor, number))
+            last = jobs[-1]
+            print(f"job {number} factor {factor}: exit {last['exit_status']} {last['seconds']} s load "
+                  f"{last['load_before'][0]:.2f} {last['outcome']}", flush=True)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"jobs": jobs}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

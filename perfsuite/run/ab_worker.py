@@ -8,8 +8,8 @@ requests, one JSON line each on its standard input, with one JSON line each on i
   the numbers check;
 - `{"op": "window", "side": S, "duration_s": D}`: time rounds of side S's open case for about D seconds; reply each
   round's time per step;
-- `{"op": "close", "side": S}`: reply side S's run of the case (every round of its windows, its memory figures) and
-  release it;
+- `{"op": "close", "side": S}`: reply side S's run of the case (every round of its windows, its memory figures; None
+  when no window was timed) and release it;
 - `{"op": "exit"}`.
 
 Every request runs with its side's code current (its modules, workload registry and checkout), so a module the
@@ -167,11 +167,14 @@ def serve(spec: Mapping[str, Any], requests: IO[str], replies: IO[str]) -> int:
                     round_times_s[name] += times_s
                     reply({"ok": True, "times_s": times_s})
                 elif op == "close":
-                    closing = warm.pop(name)
-                    closing.check_no_compilation()
-                    run = closing.run_of(round_times_s.pop(name, []), settings.fresh_process)
-                    closing.close()  # frees what the case held before the next case (or the other side) builds
-                    del closing
+                    times_s = round_times_s.pop(name, [])
+                    if not times_s:  # opened but never timed (the other side did not fit beside it): no run
+                        warm.pop(name).close()
+                        reply({"ok": True, "run": None})
+                        continue
+                    warm[name].check_no_compilation()
+                    run = warm[name].run_of(times_s, settings.fresh_process)
+                    warm.pop(name).close()  # frees what the case held before the next case (or the other side) builds
                     reply({"ok": True, "run": run_to_json(run)})
                 else:
                     raise ValueError(f"unknown request {op!r}")

@@ -154,13 +154,13 @@ def serve(spec: Mapping[str, Any], requests: IO[str], replies: IO[str]) -> int:
                 if op == "open":
                     case = Case(**request["case"])
                     started_s = time.perf_counter()
-                    warm[name] = opened = open_case(case, settings, rounds)
-                    opened.device.reset_memory_peak()
+                    warm[name] = open_case(case, settings, rounds)
+                    warm[name].device.reset_memory_peak()
                     round_times_s[name] = []
                     if request.get("output_path"):
-                        save_output(opened.first_output, request["output_path"])
-                    reply({"ok": True, "open_s": time.perf_counter() - started_s, "warmup_s": opened.warmup_total_s,
-                           "steps_per_round": opened.steps_per_round, "step_s": opened.step_s,
+                        save_output(warm[name].first_output, request["output_path"])
+                    reply({"ok": True, "open_s": time.perf_counter() - started_s, "warmup_s": warm[name].warmup_total_s,
+                           "steps_per_round": warm[name].steps_per_round, "step_s": warm[name].step_s,
                            "source": source_file(case)})
                 elif op == "window":
                     times_s = warm[name].time_rounds(float(request["duration_s"]))
@@ -168,14 +168,16 @@ def serve(spec: Mapping[str, Any], requests: IO[str], replies: IO[str]) -> int:
                     reply({"ok": True, "times_s": times_s})
                 elif op == "close":
                     times_s = round_times_s.pop(name, [])
-                    if not times_s:  # opened but never timed (the other side did not fit beside it): no run
-                        warm.pop(name).close()
-                        reply({"ok": True, "run": None})
-                        continue
-                    warm[name].check_no_compilation()
-                    run = warm[name].run_of(times_s, settings.fresh_process)
-                    warm.pop(name).close()  # frees what the case held before the next case (or the other side) builds
-                    reply({"ok": True, "run": run_to_json(run)})
+                    run = None
+                    if times_s:  # else opened but never timed (the other side did not fit beside it): no run
+                        warm[name].check_no_compilation()
+                        run = warm[name].run_of(times_s, settings.fresh_process)
+                    closing = warm.pop(name)
+                    closing.close()
+                    device = closing.device
+                    del closing
+                    device.free_cached_memory()  # what the case held is freed before the next case or side builds
+                    reply({"ok": True, "run": None if run is None else run_to_json(run)})
                 else:
                     raise ValueError(f"unknown request {op!r}")
         except Exception as error:

@@ -115,7 +115,8 @@ def test_a_side_whose_import_patches_torch_is_named_and_cannot_share_a_process(t
 
     model = ("import torch\nfrom perfsuite import Workload, register_workload\n{patch}\n"
              "register_workload(Workload(name='lin', build_module=lambda profile: torch.nn.Linear(4, 4),\n"
-             "    make_inputs=lambda profile, batch_size: torch.randn(batch_size, 4), batch_sizes={{'smoke': (2,)}}))\n")
+             "    make_inputs=lambda profile, batch_size: torch.randn(batch_size, 4),\n"
+             "    batch_sizes={{'smoke': (2,)}}))\n")
     patch = "_forward = torch.nn.Linear.forward\ntorch.nn.Linear.forward = lambda self, x: _forward(self, x)\n"
     head_root, base_root = tmp_path / "project", tmp_path / "project" / ".perfsuite" / "ab" / "abc"
     for root, text in ((head_root, model.format(patch=patch)), (base_root, model.format(patch=""))):

@@ -32,13 +32,13 @@ from perfsuite.records import AbMeasurement, AbSide, Case, Outcome, WorkloadSour
 from perfsuite.render import ab as render
 from perfsuite.run.ab import AbResults, AbSchedule, AbUnusable, SideSpec, measure_ab, start_workers
 from perfsuite.run.plan import SessionPlan
-from perfsuite.run.side_code import EXTENSION_SUFFIXES
 from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store.files import keep_out_of_git, write_text_atomically
 from perfsuite.store.revisions import base_checkout, changed_files, head_revision, resolve_revision
 
 SUMMARY_FILES = ("ab.json", "ab.md", "ab.png")
-# Files whose change between the sides means compiled code differs: one process cannot hold both versions.
+# Files whose change between the sides means compiled code differs (sources, and every extension module's suffix:
+# importlib's EXTENSION_SUFFIXES all end in .so or .pyd): one process cannot hold both versions.
 COMPILED_SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".h", ".hpp", ".pyx", ".pxd", ".so", ".pyd", ".dylib")
 
 
@@ -46,7 +46,7 @@ def process_pairs_reason(ab_python: str | None, changed: Sequence[str]) -> str |
     """Why the two sides cannot share a process (None: they can): another interpreter, or a compiled file changed."""
     if ab_python:
         return f"the base side runs another interpreter ({ab_python})"
-    compiled = [name for name in changed if name.endswith(COMPILED_SOURCE_SUFFIXES + tuple(EXTENSION_SUFFIXES))]
+    compiled = [name for name in changed if name.endswith(COMPILED_SOURCE_SUFFIXES)]
     if compiled:
         shown = ", ".join(compiled[:3]) + (f" and {len(compiled) - 3} more" if len(compiled) > 3 else "")
         return f"compiled code differs between the sides ({shown})"

@@ -71,7 +71,7 @@ class ProjectFiles:
         if answer is None:
             path = Path(os.path.realpath(key))
             answer = (_under(path, self.head_root) or _under(path, self.base_root)) and not (
-                any(_under(path, place) for place in self.environments) or _under(path, self.harness))
+                self.installed(path) or _under(path, self.harness))
             self._answers[key] = answer
         return answer
 
@@ -96,14 +96,13 @@ class ProjectFiles:
         """The same place in the head's tree."""
         return self.head_root / Path(os.path.realpath(path)).relative_to(self.base_root)
 
+    def installed(self, path: Path) -> bool:
+        """Whether `path` lies in an installed environment (a `.venv` inside the project, say)."""
+        return any(_under(path, place) for place in self.environments)
+
     def in_head_tree(self, path: Path) -> bool:
         """Whether a folder lies in the head's tree (outside the base checkout and installed environments)."""
-        return (_under(path, self.head_root) and not _under(path, self.base_root)
-                and not any(_under(path, place) for place in self.environments))
-
-    def in_head(self, path: str | os.PathLike[str]) -> bool:
-        real = Path(os.path.realpath(path))
-        return _under(real, self.head_root) and not _under(real, self.base_root) and self.is_project_file(real)
+        return _under(path, self.head_root) and not _under(path, self.base_root) and not self.installed(path)
 
 
 def _spec_location(spec: importlib.machinery.ModuleSpec) -> str | None:

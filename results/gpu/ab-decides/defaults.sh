@@ -1,0 +1,48 @@
+# A/B that decides, on the lent GPU, at the defaults (no --benchmark-max-time, no --perf-ab-budget): the 16 cases
+# (resnet18 and bert-base, bs32 and bs256, fp32 and bf16, train and infer, eager). JOBS names the jobs of this call,
+# in order: `aa` is an A/A job (--perf-ab HEAD); `planted` plants a host-side wait of PLANT_US microseconds before
+# every Conv2d and Linear forward the head's models build (a pre-hook on the instances: head code, not torch) and
+# judges it against its parent. Each job's log and ab.json come back under $OUT; a job is cut at LIMIT_S (SIGINT).
+#   JOBS="aa aa" bash results/gpu/ab-decides/defaults.sh
+. results/h200/prelude.sh
+JOBS=${JOBS:-aa}; PLANT_US=${PLANT_US:-10}; LIMIT_S=${LIMIT_S:-580}
+START=$(date +%s); cat /proc/loadavg; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__)"
+git init -q -b main && git add -A && git -c user.email=ci@example.com -c user.name=ci commit -qm base
+CASES="--perf-device cuda --perf-model resnet18,bert-base --perf-batch-size 32,256 --perf-dtype fp32,bf16 --perf-mode train,infer tests/benchmarks/test_models.py"
+plant() {
+cat >> perfsuite/workloads/random_weights.py <<PLANT
+
+
+import time as _time
+
+_unplanted_build_on_meta = build_on_meta
+
+
+def _planted_wait(module, args):
+    end_s = _time.perf_counter() + ${PLANT_US}e-6
+    while _time.perf_counter() < end_s:
+        pass
+
+
+def build_on_meta(factory):  # noqa: F811
+    module = _unplanted_build_on_meta(factory)
+    for child in module.modules():
+        if isinstance(child, (torch.nn.Conv2d, torch.nn.Linear)):
+            child.register_forward_pre_hook(_planted_wait)
+    return module
+PLANT
+git -c user.email=ci@example.com -c user.name=ci commit -qam "planted ${PLANT_US} us"
+}
+number=0
+for kind in $JOBS; do
+  number=$((number + 1)); name=$kind-$number; left=$(( LIMIT_S - ($(date +%s) - START) ))
+  [ $left -lt 60 ] && { echo "$name not run: $left s left"; continue; }
+  if [ $kind = planted ]; then plant; base=HEAD~1; else base=HEAD; fi
+  S=$(date +%s); cat /proc/loadavg
+  timeout -s INT -k 20 $left $PY $CASES --perf-ab $base > $OUT/$name.log 2>&1; echo "$name rc=$? $(( $(date +%s)-S )) s"
+  cp .perfsuite/ab.json $OUT/$name.json 2>/dev/null; rm -f .perfsuite/ab.json
+  grep -E "^perfsuite A/B (passed|FAILED)|^ *cuda-.*(unchanged|regressed|improved|inconclusive)" $OUT/$name.log | cut -c1-160 | head -20
+  if [ $kind = planted ]; then git -c user.email=ci@example.com -c user.name=ci revert -q --no-edit HEAD; fi
+done
+cat /proc/loadavg; echo "total $(( $(date +%s)-START )) s"

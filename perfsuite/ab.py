@@ -15,10 +15,11 @@ process of its own, and the table says which.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,11 +31,27 @@ from perfsuite.errors import UsageError
 from perfsuite.judge.ab import AB_DEFAULT_TOLERANCE, MAX_BLOCKS, AbVerdict, judge_ab, look
 from perfsuite.records import AbMeasurement, AbSide, Case, Outcome, WorkloadSource
 from perfsuite.render import ab as render
-from perfsuite.run.ab import AbResults, AbSchedule, AbUnusable, SideSpec, measure_ab, start_workers
+from perfsuite.run.ab import (
+    AbInterrupted,
+    AbResults,
+    AbSchedule,
+    AbUnusable,
+    SideSpec,
+    measure_ab,
+    start_workers,
+)
 from perfsuite.run.plan import SessionPlan
 from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store.files import keep_out_of_git, write_text_atomically
-from perfsuite.store.revisions import base_checkout, changed_files, head_revision, resolve_revision
+from perfsuite.store.revisions import (
+    AbJobLock,
+    base_checkout,
+    changed_files,
+    deleted_files,
+    head_revision,
+    lock_ab_job,
+    resolve_revision,
+)
 
 SUMMARY_FILES = ("ab.json", "ab.md", "ab.png")
 # Files whose change between the sides means compiled code differs (sources, and every extension module's suffix:
@@ -68,21 +85,50 @@ def rebased_sources(
     return moved
 
 
-def check_interpreter(python: str) -> str:
-    """`python`'s torch version; a UsageError when it is not an interpreter or has no torch."""
-    path = Path(python)
-    if not path.is_file():
-        raise UsageError(f"--perf-ab-python {python}: no such file; give the path of another environment's python")
+# How long the base interpreter may take to say its torch version (importing torch cold can take a minute).
+INTERPRETER_TIMEOUT_S = 300.0
+INTERPRETER_PROBE = "import json, torch; print(json.dumps({'torch_version': torch.__version__}))"
+
+
+def interpreter_torch_version(printed: str) -> str | None:
+    """The torch version in what INTERPRETER_PROBE printed (its last line), or None when that is not its answer."""
+    lines = printed.strip().splitlines()
     try:
-        found = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                               text=True, timeout=300)
+        answer = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    version = answer.get("torch_version") if isinstance(answer, dict) else None
+    return version if isinstance(version, str) and version else None
+
+
+def check_interpreter(python: str, timeout_s: float = INTERPRETER_TIMEOUT_S) -> str:
+    """`python`'s torch version; a UsageError naming the interpreter and what it did when it is not a Python
+    interpreter with torch (no such file, cannot run, no torch, killed, no answer within `timeout_s`, an answer that
+    is not its torch version)."""
+    where = f"--perf-ab-python {python}"
+    if not Path(python).is_file():
+        raise UsageError(f"{where}: no such file; give the path of another environment's python")
+    try:
+        found = subprocess.run([python, "-c", INTERPRETER_PROBE], capture_output=True, text=True, timeout=timeout_s,
+                               stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{where}: gave no answer within {timeout_s:.0f} s when asked for its torch version; give "
+                         "the path of a Python interpreter that starts (python -c 'import torch' should end)") from None
     except OSError as error:
-        raise UsageError(f"--perf-ab-python {python}: cannot be run ({error})") from None
+        raise UsageError(f"{where}: cannot be run ({error})") from None
+    said = (found.stdout.strip() or found.stderr.strip() or "nothing")[-300:]
+    if found.returncode < 0:
+        raise UsageError(f"{where}: was killed by signal {-found.returncode} when asked for its torch version "
+                         f"(it printed {said!r}); check that environment, or give another python")
     if found.returncode != 0:
         last = (found.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UsageError(f"--perf-ab-python {python}: cannot import torch there ({last}); install torch into that "
+        raise UsageError(f"{where}: cannot import torch there ({last}); install torch into that "
                          "environment (and the libraries of the models you measure)")
-    return found.stdout.strip()
+    version = interpreter_torch_version(found.stdout)
+    if version is None:
+        raise UsageError(f"{where}: printed {said!r} when asked for its torch version as JSON; is it a Python "
+                         "interpreter? Give the path of another environment's python (e.g. .venv-old/bin/python)")
+    return version
 
 
 @dataclass
@@ -98,6 +144,8 @@ class AbJob:
     folder: Path
     pairs_reason: str | None = None
     note: str | None = None
+    lock: AbJobLock | None = None
+    no_base: dict[str, str] = field(default_factory=dict)
     results: AbResults | None = None
     verdicts: dict[str, AbVerdict] = field(default_factory=dict)
     started_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -113,45 +161,74 @@ class AbJob:
                              default=AB_DEFAULT_TOLERANCE)
 
     def check(self) -> None:
-        """Start one worker (or pair) that checks every selected model on both sides, then stop it; UsageError when
-        a side cannot measure or cannot be sure it runs its own code."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """Start one worker (or pair) that checks every selected model on both sides, then stop it; the models the
+        base does not have are set aside as `no_base` (their cases are not measured). UsageError when a side cannot
+        measure or cannot be sure it runs its own code (the job's lock and folder are released)."""
         schedule = replace(self.schedule, processes=1)
+        seen = AbResults()
         try:
-            for worker in start_workers(self.plan, self.base, self.head, schedule, [], self.models, self.folder,
-                                        AbResults()):
+            for worker in start_workers(self.plan, self.base, self.head, schedule, [], self.models, self.folder, seen):
                 worker.stop()
         except AbUnusable as error:
-            self.remove_work_folder()
+            self.close()
             raise UsageError(str(error)) from None
+        except BaseException:
+            self.close()
+            raise
+        self.no_base = dict(seen.no_base)
 
     @property
     def models(self) -> list[str]:
         return sorted({case.model for case in self.plan.cases})
 
+    @property
+    def measured_plan(self) -> SessionPlan:
+        """The plan without the cases of models the base does not have."""
+        return replace(self.plan, cases=tuple(case for case in self.plan.cases if case.model not in self.no_base))
+
     def remove_work_folder(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    def close(self) -> None:
+        """Remove the job's working folder and release the project's A/B lock (again: nothing)."""
+        self.remove_work_folder()
+        if self.lock is not None:
+            self.lock.release()
+
     def measure(self, show: Callable[[str], None]) -> None:
-        """Measure every case on both sides and judge them together."""
+        """Measure every case on both sides and judge them together. Ctrl-C keeps the verdicts of the cases decided
+        before it (the others read interrupted) and raises KeyboardInterrupt."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        family_size = len(self.plan.cases)
+        plan = self.measured_plan
 
         def decided(measurement: AbMeasurement) -> tuple[bool, int]:
-            seen = look(measurement, self.tolerance(measurement.case), family_size)
+            seen = look(measurement, self.tolerance(measurement.case), len(plan.cases))
             return seen.status is not None, seen.next_windows
 
         if self.note:
             show(f"perfsuite A/B: {self.note}")
+        for model, why in sorted(self.no_base.items()):
+            show(f"perfsuite A/B: {model}: no base (the base side does not have it): {why}")
         try:
-            self.results = measure_ab(self.plan, self.base, self.head, self.folder, show, self.schedule, decided)
+            self.results = measure_ab(plan, self.base, self.head, self.folder, show, self.schedule, decided) if (
+                plan.cases) else AbResults(budget_s=self.settings.ab_budget_s)
+        except AbInterrupted as stopped:
+            self.results = stopped.results
+            self.judge()
+            raise KeyboardInterrupt from None
         finally:
             self.remove_work_folder()
+        self.judge()
+
+    def judge(self) -> None:
+        """Judge every case from the results: no base, interrupted, or from its blocks."""
+        assert self.results is not None
         for name, side in (("base", "base_side"), ("head", "head_side")):
             hello = self.results.sides.get(name, {})
             old: AbSide = getattr(self, side)
             setattr(self, side, AbSide(old.label, old.revision, hello.get("python", old.python),
                                        hello.get("torch_version", old.torch_version)))
+        family_size = len(self.measured_plan.cases)
         for case in self.plan.cases:
             key = case.benchmark_id
             settings = self.settings
@@ -161,6 +238,7 @@ class AbJob:
                 tolerance_for(key, case.model, settings.memory_tolerances, settings.cli_memory_tolerance,
                               memory=True),
                 family_size=family_size, budget_s=self.settings.ab_budget_s,
+                interrupted=key in self.results.interrupted, no_base=self.no_base.get(case.model),
             )
 
     @property
@@ -192,19 +270,26 @@ class AbJob:
         return runs
 
     def finish(self, summary_dir: Path) -> list[str]:
-        """Write ab.json, ab.md and ab.png into `summary_dir`; the lines that say what was written."""
+        """Write ab.json, ab.md and ab.png into `summary_dir` and end the job (its lock and folder released); the
+        lines that say what was written."""
+        try:
+            return self._write(summary_dir)
+        finally:
+            self.close()
+
+    def _write(self, summary_dir: Path) -> list[str]:
         if self.results is None:
             return []
         keep_out_of_git(summary_dir)
         verdicts = list(self.verdicts.values())
         measurements = self.results.measurements
-        fails = self.settings.inconclusive_fails
+        fails, no_base_fails = self.settings.inconclusive_fails, self.settings.no_base_fails
         document = render.summary_document(verdicts, measurements, self.base_side, self.head_side, self.started_at,
-                                           fails, measuring=self.measuring)
+                                           fails, measuring=self.measuring, no_base_fails=no_base_fails)
         written = [
             write_text_atomically(summary_dir / "ab.json", render.summary_json(document)),
             write_text_atomically(summary_dir / "ab.md", render.summary_markdown(
-                verdicts, measurements, self.base_side, self.head_side, fails, self.measuring_line)),
+                verdicts, measurements, self.base_side, self.head_side, fails, self.measuring_line, no_base_fails)),
         ]
         if render.write_ratio_plot(verdicts, summary_dir / "ab.png"):
             written.append(summary_dir / "ab.png")
@@ -217,25 +302,69 @@ class AbJob:
         verdicts = list(self.verdicts.values())
         text = render.render_sides(self.base_side, self.head_side, self.measuring_line) + "\n" + render.render_table(
             verdicts, self.results.measurements)
-        fails = self.settings.inconclusive_fails
-        notable = [render.ab_message(v, fails) for v in verdicts
+        fails, no_base_fails = self.settings.inconclusive_fails, self.settings.no_base_fails
+        notable = [render.ab_message(v, fails, no_base_fails) for v in verdicts
                    if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs]
-        text += "\n" + render.outcome_line(verdicts, fails) + "\n"
+        text += "\n" + render.outcome_line(verdicts, fails, no_base_fails) + "\n"
         text += "".join(f"{line}\n" for line in notable)
         return [("perfsuite A/B: head against base", text)]
 
 
+def deleted_conftest_problem(deleted: Sequence[str], base_label: str, models_named: bool,
+                             builtin_models_only: bool) -> str | None:
+    """Why a job must not measure (None: it may): the head deleted a conftest.py the base has (`deleted`, paths in
+    the repository) and, no model being named, the session fell back to perfsuite's built-in models, which would
+    judge the wrong models and pass."""
+    conftests = [name for name in deleted if Path(name).name == "conftest.py"]
+    if not conftests or models_named or not builtin_models_only:
+        return None
+    return (f"--perf-ab {base_label}: the head deleted {', '.join(conftests)}, which the base has, and registers no "
+            "model of its own, so this session would measure perfsuite's built-in models instead of yours and pass; "
+            "restore it (or register your models elsewhere), or name the models to judge with --perf-model")
+
+
+def remove_summary_files(summary_dir: Path) -> None:
+    """Remove the files a previous job wrote into `summary_dir` (ab.json, ab.md, ab.png), so that none is ever read
+    as this job's; anything but a file or link there is left for the writer to name."""
+    for name in SUMMARY_FILES:
+        path = summary_dir / name
+        if path.is_symlink() or path.is_file():
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
 def prepare_ab(settings: Settings, plan: SessionPlan, root: Path) -> AbJob:
-    """Set up the two sides of `settings`' A/B job for `plan` in the project at `root`: resolve and check out the
-    base revision, check the base interpreter. Raises UsageError (nothing measured, nothing left behind) when a side
+    """Set up the two sides of `settings`' A/B job for `plan` in the project at `root`: take the project's A/B lock
+    (refused while another job runs), remove the previous job's summary files, resolve and check out the base
+    revision, check the base interpreter. Raises UsageError (nothing measured, nothing left behind) when a side
     cannot be set up."""
+    lock = lock_ab_job(root)
+    try:
+        remove_summary_files(root / settings.summary_dir)
+        return _prepare_sides(settings, plan, root, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _prepare_sides(settings: Settings, plan: SessionPlan, root: Path, lock: AbJobLock) -> AbJob:
     python = settings.ab_python or sys.executable
     base_torch = check_interpreter(python) if settings.ab_python else None
     base_root, label, revision = root, f"python {python}", head_revision(root)
     changed: list[str] = []
     note = None
+    own_repository = Path(perfsuite.__file__).resolve().parent.parent == root.resolve()
     if settings.ab_revision:
         revision = resolve_revision(root, settings.ab_revision)
+        if not own_repository:
+            from perfsuite.workloads import builtin_workloads
+
+            builtin = builtin_workloads()
+            problem = deleted_conftest_problem(deleted_files(root, revision), settings.ab_revision,
+                                               bool(settings.matrix.models),
+                                               all(case.model in builtin for case in plan.cases))
+            if problem:
+                raise UsageError(problem)
         base_root, label = base_checkout(root, revision), settings.ab_revision
         changed = changed_files(root, revision)
         head_commit = head_revision(root)
@@ -243,7 +372,6 @@ def prepare_ab(settings: Settings, plan: SessionPlan, root: Path) -> AbJob:
             note = (f"{settings.ab_revision} is HEAD's own commit ({revision[:12]}) and the working tree has no "
                     "changes: both sides run the same code, so this job is an A/A check of how well this machine "
                     "can judge (every case should read unchanged); commit on a branch, or name another base")
-    own_repository = Path(perfsuite.__file__).resolve().parent.parent == root.resolve()
     base = SideSpec("base", python, base_root, rebased_sources(plan.workload_sources, root, base_root),
                     builtin_models_from_root=own_repository and base_root != root)
     head = SideSpec("head", sys.executable, root, {m: list(s) for m, s in plan.workload_sources.items()})
@@ -252,6 +380,6 @@ def prepare_ab(settings: Settings, plan: SessionPlan, root: Path) -> AbJob:
     return AbJob(
         plan, settings, base, head, AbSide(label, revision, python, base_torch),
         AbSide("head", head_revision(root), sys.executable, torch.__version__),
-        folder=Path(tempfile.mkdtemp(prefix="perfsuite-ab-")),
-        pairs_reason=process_pairs_reason(settings.ab_python, changed), note=note,
+        folder=lock.work_folder, pairs_reason=process_pairs_reason(settings.ab_python, changed), note=note,
+        lock=lock,
     )

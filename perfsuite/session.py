@@ -87,8 +87,11 @@ class Session:
         if isinstance(result, Measurement):
             feed_benchmark(fixture, result)
         verdict = job.verdicts[case.benchmark_id]
-        if verdict.fails_job(job.settings.inconclusive_fails):
-            raise CaseFailed(ab_message(verdict, job.settings.inconclusive_fails))
+        fails = job.settings.inconclusive_fails, job.settings.no_base_fails
+        if verdict.fails_job(*fails):
+            raise CaseFailed(ab_message(verdict, *fails))
+        if verdict.status == "no-base":
+            raise CaseSkipped(ab_message(verdict, *fails))  # not judged: neither a pass nor a failure
         return result if isinstance(result, Measurement) else None
 
     def judge(self, measurement: Measurement) -> Verdict | None:
@@ -172,15 +175,20 @@ def plan_of(settings: Settings, cases: Sequence[Case], rounds: RoundSettings, pr
     """The plan of a session that measures `cases` as `settings` say, with pytest-benchmark's `rounds`; workers put
     `project_root` first on their path and find each model where the pytest process found it."""
     sources = {}
+    sys_path = [str(project_root)]
     if settings.processes > 1:
+        from perfsuite.run.side_code import source_folders
         from perfsuite.workloads import get_workload
         from perfsuite.workloads.sources import workload_sources
 
         sources = {case.model: workload_sources(get_workload(case.model)) for case in cases}
+        # The folders pytest put on the path for them (a conftest's sibling helper module imports in a worker too).
+        files = [source["file"] for model_sources in sources.values() for source in model_sources]
+        sys_path += [folder for folder in source_folders(files) if folder not in sys_path]
     return SessionPlan(
         tuple(cases), settings.processes,
         MeasureSettings(settings.warmup_steps, settings.ddp_processes, figure=settings.figure), rounds,
-        settings.isolation, settings.threads, sources, (str(project_root),),
+        settings.isolation, settings.threads, sources, tuple(sys_path),
     )
 
 

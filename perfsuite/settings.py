@@ -59,6 +59,7 @@ DEFAULT_SUMMARY_DIR = WORK_FOLDER
 # What a case changed against its history does to the gate: fail it (the default) or only warn.
 ON_CHANGE = ("fail", "warn")
 ON_INCONCLUSIVE = ("fail", "warn")
+ON_NO_BASE = ("fail", "warn")
 
 _Default = TypeVar("_Default", int, None)
 
@@ -119,6 +120,8 @@ OPTIONS = (
            "machine) does to the gate (default: fail, naming what changed)"),
     Option("on-inconclusive", "fail | warn: what an A/B verdict that could not judge (its floor wider than the band) "
            "does to the job (default: fail, saying what would judge it: a verdict that cannot judge is not a pass)"),
+    Option("on-no-base", "fail | warn: what a model the A/B base does not have (a pull request that adds it) does to "
+           "the job (default: warn: the other models are judged and it reads 'no base', never a pass)"),
     Option("machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)"),
     Option("baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)"),
     Option("summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)"),
@@ -162,6 +165,7 @@ class RawSettings:
     rebaseline: Any = None
     on_change: Any = None
     on_inconclusive: Any = None
+    on_no_base: Any = None
     machine: Any = None
     baseline_dir: Any = None
     summary_dir: Any = None
@@ -185,7 +189,8 @@ class Settings:
     this session's runs to the histories, `rebaseline` starts them over. `changes_fail`: a case changed against its
     history fails the gate (else it is a warning). `ab_revision` and `ab_python` make the session an A/B job (head
     against a base revision and/or interpreter), with `processes` pairs of processes; `inconclusive_fails`: an A/B
-    verdict that could not judge fails the job (else it is a warning).
+    verdict that could not judge fails the job (else it is a warning); `no_base_fails`: a model the base does not
+    have fails the job (else it reads 'no base' and the others are judged).
     """
 
     matrix: MatrixOptions
@@ -207,6 +212,7 @@ class Settings:
     rebaseline: bool = False
     changes_fail: bool = True
     inconclusive_fails: bool = True
+    no_base_fails: bool = False
     ab_revision: str | None = None
     ab_python: str | None = None
     ab_budget_s: float = AB_DEFAULT_BUDGET_S
@@ -360,6 +366,8 @@ def validate_settings(
         changes_fail=raw.on_change is None or _one_name(raw.on_change, ON_CHANGE, where("on_change")) == "fail",
         inconclusive_fails=raw.on_inconclusive is None
         or _one_name(raw.on_inconclusive, ON_INCONCLUSIVE, where("on_inconclusive")) == "fail",
+        no_base_fails=raw.on_no_base is not None
+        and _one_name(raw.on_no_base, ON_NO_BASE, where("on_no_base")) == "fail",
     )
 
 

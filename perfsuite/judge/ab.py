@@ -48,8 +48,11 @@ from scipy.stats import mstats
 
 from perfsuite.records import AbMeasurement, Case
 
-AbStatus = Literal["regressed", "improved", "unchanged", "inconclusive", "errored"]
-AB_STATUSES: tuple[AbStatus, ...] = ("regressed", "improved", "unchanged", "inconclusive", "errored")
+AbStatus = Literal["regressed", "improved", "unchanged", "inconclusive", "errored", "interrupted", "no-base"]
+AB_STATUSES: tuple[AbStatus, ...] = ("regressed", "improved", "unchanged", "inconclusive", "errored", "interrupted",
+                                     "no-base")
+# The statuses of a case the job judged (the others say why it could not).
+JUDGED_STATUSES: tuple[AbStatus, ...] = ("regressed", "improved", "unchanged", "inconclusive")
 # The chance of any false alarm in an unchanged matrix, and of an interval missing the true ratio at any look: 1%, so
 # that a team running A/B on every pull request meets a false alarm about once in a hundred pull requests.
 FAMILY_ERROR_RATE = 0.01
@@ -102,10 +105,14 @@ class AbVerdict:
         """Whether the time or the memory figure regressed."""
         return self.status == "regressed" or self.memory_status == "regressed"
 
-    def fails_job(self, inconclusive_fails: bool = True) -> bool:
-        """Whether this verdict fails the A/B job: a regression, a case that could not be measured (errored), or one
-        that could not be judged (inconclusive: never a pass, unless `inconclusive_fails` is off)."""
-        return self.gate_failed or self.status == "errored" or (inconclusive_fails and self.status == "inconclusive")
+    def fails_job(self, inconclusive_fails: bool = True, no_base_fails: bool = False) -> bool:
+        """Whether this verdict fails the A/B job: a regression, a case that could not be measured (errored) or was
+        not decided before the job was stopped (interrupted), or one that could not be judged (inconclusive: never a
+        pass, unless `inconclusive_fails` is off); a model the base does not have (no-base) only when
+        `no_base_fails`."""
+        return (self.gate_failed or self.status in ("errored", "interrupted")
+                or (inconclusive_fails and self.status == "inconclusive")
+                or (no_base_fails and self.status == "no-base"))
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "reasons": list(self.reasons), "gate_failed": self.gate_failed}
@@ -218,10 +225,13 @@ def judge_ab(
     family_size: int,
     budget_s: float | None = None,
     max_blocks: int = MAX_BLOCKS,
+    interrupted: bool = False,
+    no_base: str | None = None,
 ) -> AbVerdict:
     """Judge one case from its blocks (`measurement`; None when no block measured it) and the messages of the blocks
     that failed, with the case's band `tolerance` and `memory_tolerance`, among `family_size` cases; `budget_s` is
-    the job's budget (said in an inconclusive verdict)."""
+    the job's budget (said in an inconclusive verdict). `interrupted`: the job was stopped before the case was
+    decided; `no_base`: why the base side does not have the case's model (nothing measured)."""
     if measurement is None:
         raise ValueError("judge_ab needs the case's measurement; give an empty one when every block failed")
     case = measurement.case
@@ -238,6 +248,13 @@ def judge_ab(
         in_one_process=bool(measured) and all(pair.in_one_process for pair in measured),
         seconds=measurement.seconds,
     )
+    if no_base is not None:
+        return AbVerdict(status="no-base", ratio=None, ci_low=None, ci_high=None, floor=None, reasons=(no_base,),
+                         **common)  # type: ignore[arg-type]
+    if interrupted and not failures:
+        stopped = f"the job was stopped (Ctrl-C) after {len(measured)} block(s) of this case, before it was decided"
+        return AbVerdict(status="interrupted", ratio=None, ci_low=None, ci_high=None, floor=None, reasons=(stopped,),
+                         **common)  # type: ignore[arg-type]
     if failures or len(measured) < MIN_BLOCKS:
         why = tuple(failures) or (
             f"{case.benchmark_id}: {len(measured)} block(s) measured it; an interval needs at least {MIN_BLOCKS}",

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfsuite.judge.ab import AB_STATUSES, FAMILY_ERROR_RATE, AbVerdict
+from perfsuite.judge.ab import AB_STATUSES, FAMILY_ERROR_RATE, JUDGED_STATUSES, AbVerdict
 from perfsuite.records import AbMeasurement, AbSide
 from perfsuite.render.escape import markdown_text, plot_text, terminal_text
 
@@ -31,16 +31,24 @@ def interval_text(verdict: AbVerdict) -> str:
     return f"x{verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
 
 
-def ab_message(verdict: AbVerdict, inconclusive_fails: bool = True) -> str:
-    """One sentence on the verdict: what changed, how sure, and what could be seen; for an inconclusive one, whether
-    it fails the job (`inconclusive_fails`). Terminal text: the case's name and the reasons are escaped for it."""
-    return terminal_text(_sentence(verdict, inconclusive_fails))
+def ab_message(verdict: AbVerdict, inconclusive_fails: bool = True, no_base_fails: bool = False) -> str:
+    """One sentence on the verdict: what changed, how sure, and what could be seen; for an inconclusive one, or a
+    model the base does not have, whether it fails the job (`inconclusive_fails`, `no_base_fails`). Terminal text:
+    the case's name and the reasons are escaped for it."""
+    return terminal_text(_sentence(verdict, inconclusive_fails, no_base_fails))
 
 
-def _sentence(verdict: AbVerdict, inconclusive_fails: bool) -> str:
+def _sentence(verdict: AbVerdict, inconclusive_fails: bool, no_base_fails: bool) -> str:
     name, status = verdict.case.benchmark_id, verdict.status
     if status == "errored":
         return f"{name}: A/B could not judge it: " + "; ".join(verdict.reasons)
+    if status == "interrupted":
+        return f"{name}: interrupted, not judged (never a pass): " + "; ".join(verdict.reasons)
+    if status == "no-base":
+        effect = ("which fails the job (--perf-on-no-base fail)" if no_base_fails
+                  else "not a pass and not a failure (--perf-on-no-base fail makes it fail the job)")
+        return (f"{name}: no base: the base side does not have this model (a model the head adds?), so it was not "
+                f"judged, {effect}: " + "; ".join(verdict.reasons))
     level = f"{100 * (1 - FAMILY_ERROR_RATE):.0f}% interval over {verdict.family_size} case(s)"
     where = (f"both sides in each of {verdict.processes} process(es)" if verdict.in_one_process
              else "each block a process pair")
@@ -139,18 +147,27 @@ def measuring_text(in_one_process: bool, process_pairs_reason: str | None, spent
     return how + f"; {spent_s:.0f} s of a {budget_s or 0:.0f} s budget (--perf-ab-budget)"
 
 
-def outcome_line(verdicts: Sequence[AbVerdict], inconclusive_fails: bool = True) -> str:
-    """The job's result in one line: 'perfsuite A/B passed: 2 unchanged' or 'perfsuite A/B FAILED: 1 unchanged,
-    1 inconclusive'; counts in the order of AB_STATUSES."""
+def outcome_line(verdicts: Sequence[AbVerdict], inconclusive_fails: bool = True, no_base_fails: bool = False) -> str:
+    """The job's result in one line: 'perfsuite A/B passed: 2 unchanged', 'perfsuite A/B FAILED: 1 unchanged,
+    1 inconclusive', 'perfsuite A/B INTERRUPTED: ...' (stopped before every case was decided) or 'perfsuite A/B
+    judged nothing: 1 no-base'; counts in the order of AB_STATUSES."""
     counts = ", ".join(f"{count} {status}" for status in AB_STATUSES
                        if (count := sum(verdict.status == status for verdict in verdicts)))
-    failed = any(verdict.fails_job(inconclusive_fails) for verdict in verdicts)
-    return f"perfsuite A/B {'FAILED' if failed else 'passed'}: {counts or 'no case'}"
+    if any(verdict.status == "interrupted" for verdict in verdicts):
+        outcome = "INTERRUPTED"
+    elif any(verdict.fails_job(inconclusive_fails, no_base_fails) for verdict in verdicts):
+        outcome = "FAILED"
+    elif not any(verdict.status in JUDGED_STATUSES for verdict in verdicts):
+        outcome = "judged nothing"
+    else:
+        outcome = "passed"
+    return f"perfsuite A/B {outcome}: {counts or 'no case'}"
 
 
 def summary_document(
     verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide, head: AbSide,
     started_at: str, inconclusive_fails: bool = True, measuring: Mapping[str, Any] | None = None,
+    no_base_fails: bool = False,
 ) -> dict[str, Any]:
     """The A/B summary file's content: both sides, whether the job failed, and per case its verdict (and whether it
     fails the job), figures and every window pair."""
@@ -166,8 +183,8 @@ def summary_document(
             "benchmark_id": case.benchmark_id,
             "case": {"device": case.device, "dtype": case.dtype, "model": case.model, "batch_size": case.batch_size,
                      "mode": case.mode, "profile": case.profile, "compile": case.compile},
-            "status": verdict.status, "fails_job": verdict.fails_job(inconclusive_fails),
-            "message": ab_message(verdict, inconclusive_fails),
+            "status": verdict.status, "fails_job": verdict.fails_job(inconclusive_fails, no_base_fails),
+            "message": ab_message(verdict, inconclusive_fails, no_base_fails),
             "base_median_s": verdict.base_median_s, "head_median_s": verdict.head_median_s,
             "ratio": verdict.ratio, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high, "floor": verdict.floor,
             "tolerance": verdict.tolerance, "pairs": verdict.pairs, "blocks": verdict.pairs,
@@ -196,8 +213,10 @@ def summary_document(
         "head": {"label": head.label, "revision": head.revision, "python": head.python,
                  "torch_version": head.torch_version},
         "family_error_rate": FAMILY_ERROR_RATE, "inconclusive_fails": inconclusive_fails,
-        "measuring": dict(measuring or {}),
-        "job_failed": any(verdict.fails_job(inconclusive_fails) for verdict in verdicts), "cases": cases,
+        "no_base_fails": no_base_fails, "measuring": dict(measuring or {}),
+        "interrupted": any(verdict.status == "interrupted" for verdict in verdicts),
+        "job_failed": any(verdict.fails_job(inconclusive_fails, no_base_fails) for verdict in verdicts),
+        "cases": cases,
     }
 
 
@@ -206,14 +225,16 @@ def summary_json(document: Mapping[str, Any]) -> str:
 
 
 def summary_markdown(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide,
-                     head: AbSide, inconclusive_fails: bool = True, measuring: str | None = None) -> str:
+                     head: AbSide, inconclusive_fails: bool = True, measuring: str | None = None,
+                     no_base_fails: bool = False) -> str:
     """The summary as Markdown (a CI job summary): the outcome, the sides and how they were measured, the table and
     a sentence per case."""
     return (
-        "# perfsuite A/B\n\n" + f"**{outcome_line(verdicts, inconclusive_fails)}**\n\n"
+        "# perfsuite A/B\n\n" + f"**{outcome_line(verdicts, inconclusive_fails, no_base_fails)}**\n\n"
         + "".join(f"- {markdown_text(line)}\n" for line in side_lines(base, head, measuring)) + "\n"
         + markdown_table(verdicts, measurements) + "\n"
-        + "".join(f"- {markdown_text(ab_message(verdict, inconclusive_fails))}\n" for verdict in verdicts)
+        + "".join(f"- {markdown_text(ab_message(verdict, inconclusive_fails, no_base_fails))}\n"
+                  for verdict in verdicts)
     )
 
 

@@ -19,6 +19,7 @@ head's code, is an `AbUnusable` error naming what is wrong.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -71,7 +72,9 @@ class SideSpec:
 class AbResults:
     """What an A/B job measured: per case its measurement (the blocks that measured it) and the failures of the
     others; what each side reported of itself (interpreter, versions); whether the sides shared a process
-    (`in_one_process`, else `process_pairs_reason` says why not); the budget and the seconds spent."""
+    (`in_one_process`, else `process_pairs_reason` says why not); the budget and the seconds spent; and, when the job
+was stopped (Ctrl-C), the cases not decided by then (`interrupted`); the models the base side does not have, with
+why (`no_base`)."""
 
     measurements: dict[str, AbMeasurement] = field(default_factory=dict)
     failures: dict[str, list[str]] = field(default_factory=dict)
@@ -80,6 +83,8 @@ class AbResults:
     process_pairs_reason: str | None = None
     budget_s: float | None = None
     spent_s: float = 0.0
+    interrupted: tuple[str, ...] = ()
+    no_base: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -135,9 +140,12 @@ class Worker:
                 f"{self.describe()} exited with status {self.process.returncode}: {self.output_tail() or '(no output)'}"
             )
         try:
-            reply: dict[str, Any] = json.loads(line)
+            reply = json.loads(line)
         except json.JSONDecodeError:
-            raise AbUnusable(f"{self.describe()} answered something that is not a reply: {line[:200]!r}") from None
+            reply = None
+        if not isinstance(reply, dict):
+            raise AbUnusable(f"{self.describe()} answered something that is not a reply: {line.strip()[:200]!r}; "
+                             "is it a Python interpreter? (its log: " + (self.output_tail() or "empty") + ")")
         return reply
 
     def request(self, document: Mapping[str, Any]) -> dict[str, Any]:
@@ -267,13 +275,22 @@ def start_workers(
 
 def check_hello(worker: Worker, results: AbResults) -> None:
     hello = worker.hello
+    reports = hello.get("sides")
+    if not isinstance(reports, dict) or not all(isinstance(reports.get(side.name), dict) for side in worker.sides):
+        raise AbUnusable(f"{worker.describe()} did not say what it runs: its first line was "
+                         f"{json.dumps(hello)[:200]!r}, not perfsuite's A/B worker greeting; is it a Python "
+                         "interpreter with torch?")
     for side in worker.sides:
-        report = hello.get("sides", {}).get(side.name, {})
-        if report.get("missing"):
-            lines = "; ".join(f"{model}: {why}" for model, why in report["missing"].items())
+        report = reports[side.name]
+        missing: dict[str, str] = dict(report.get("missing") or {})
+        absent = set(report.get("absent") or ()) if side.name == "base" else set()
+        results.no_base.update({model: why for model, why in missing.items() if model in absent})
+        cannot = {model: why for model, why in missing.items() if model not in absent}
+        if cannot:
+            lines = "; ".join(f"{model}: {why}" for model, why in cannot.items())
             raise AbUnusable(
-                f"the {side.name} side ({side.root}) does not have every selected model: {lines}; "
-                "choose models both sides have (--perf-model) or another base"
+                f"the {side.name} side ({side.root}) cannot load every selected model: {lines}; "
+                "fix it, choose models both sides have (--perf-model) or another base"
             )
         if report.get("leaks"):
             raise AbUnusable(
@@ -300,35 +317,62 @@ class OneProcessRefused(AbUnusable):
     """The sides cannot share a process (compiled project modules): the job measures in process pairs instead."""
 
 
+class AbInterrupted(Exception):
+    """The job was stopped (Ctrl-C) while it measured: `results` holds every block measured before, and names the
+    cases not decided by then (`AbResults.interrupted`)."""
+
+    def __init__(self, results: AbResults) -> None:
+        super().__init__("interrupted")
+        self.results = results
+
+
 def measure_ab(
     plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[str], None],
     schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
 ) -> AbResults:
     """Measure the cases of `plan` on both sides in blocks until `look` calls each decided, or `schedule`'s budget
-    or block limit ends it; working files go under `folder`."""
+    or block limit ends it; working files go under `folder`. A worker found dead before a case (killed while idle)
+    is replaced, so it costs no case; one that dies during a case's block costs that block. An interrupt (Ctrl-C)
+    kills the workers at once and raises `AbInterrupted` with what was measured before it."""
     results = AbResults(budget_s=schedule.budget_s)
     folder.mkdir(parents=True, exist_ok=True)
     started_s = time.perf_counter()
     models = sorted({case.model for case in plan.cases})
-    if schedule.in_one_process:
-        try:
-            workers = start_workers(plan, base, head, schedule, plan.cases, models, folder, results)
-        except OneProcessRefused as refused:
-            results.sides.clear()
-            schedule = replace(schedule, in_one_process=False, process_pairs_reason=str(refused))
-            workers = []
-    else:
-        workers = []
-    results.in_one_process = schedule.in_one_process
-    results.process_pairs_reason = schedule.process_pairs_reason
+    workers: list[Worker] = []
     blocks: dict[str, list[AbPair]] = {case.benchmark_id: [] for case in plan.cases}
     seconds: dict[str, float] = {case.benchmark_id: 0.0 for case in plan.cases}
     windows_next: dict[str, int | None] = {case.benchmark_id: None for case in plan.cases}
     differences: dict[str, float | None] = {}
     sources: dict[str, tuple[str | None, str | None]] = {}
     open_cases = list(plan.cases)
-    interrupted = False
+    stopping = interrupted = False  # stopping: the workers are killed at once, not asked to exit
+
+    def live_worker(number: int) -> Worker:
+        """The round's warm worker, replaced first when it has died since its last case."""
+        if not workers[number].alive:
+            workers[number].stop(at_once=True)
+            workers[number] = start_workers(plan, base, head, replace(schedule, processes=1), plan.cases, models,
+                                            folder, results, first_number=number)[0]
+        return workers[number]
+
+    def live_pair(pair: list[Worker], order: Sequence[Case], first_number: int) -> list[Worker]:
+        """The round's process pair, started (again) when it has not been yet or one of it has died."""
+        if pair and all(worker.alive for worker in pair):
+            return pair
+        for worker in pair:
+            worker.stop(at_once=True)
+        pair.clear()
+        return start_workers(plan, base, head, schedule, order, models, folder, results, first_number=first_number)
+
     try:
+        if schedule.in_one_process:
+            try:
+                workers = start_workers(plan, base, head, schedule, plan.cases, models, folder, results)
+            except OneProcessRefused as refused:
+                results.sides.clear()
+                schedule = replace(schedule, in_one_process=False, process_pairs_reason=str(refused))
+        results.in_one_process = schedule.in_one_process
+        results.process_pairs_reason = schedule.process_pairs_reason
         for round_index in range(schedule.max_blocks):
             if not open_cases:
                 break
@@ -339,29 +383,25 @@ def measure_ab(
             order = list(open_cases)
             random.Random(plan.seed * 7919 + round_index).shuffle(order)
             pair_workers: list[Worker] = []
-            if schedule.in_one_process:
-                number = round_index % len(workers)
-                if not workers[number].alive:
-                    workers[number].stop(at_once=True)
-                    workers[number] = start_workers(plan, base, head, replace(schedule, processes=1), plan.cases,
-                                                    models, folder, results, first_number=number)[0]
-                handles = [SideHandle(workers[number], base), SideHandle(workers[number], head)]
-            else:
-                try:
-                    pair_workers = start_workers(plan, base, head, schedule, order, models, folder, results,
-                                                 first_number=2 * round_index)
-                except AbUnusable as error:
-                    if not results.sides:
-                        raise
-                    for case in order:
-                        results.failures.setdefault(case.benchmark_id, []).append(str(error))
-                    continue
-                handles = [SideHandle(pair_workers[0], base), SideHandle(pair_workers[1], head)]
-                number = round_index
             rng = random.Random(plan.seed * 104729 + round_index)
             try:
-                for case in order:
+                for position, case in enumerate(order):
                     key = case.benchmark_id
+                    try:
+                        if schedule.in_one_process:
+                            number = round_index % len(workers)
+                            worker = live_worker(number)
+                            handles = [SideHandle(worker, base), SideHandle(worker, head)]
+                        else:
+                            number = round_index
+                            pair_workers = live_pair(pair_workers, order, first_number=2 * round_index)
+                            handles = [SideHandle(pair_workers[0], base), SideHandle(pair_workers[1], head)]
+                    except AbUnusable as error:
+                        if not results.sides:
+                            raise
+                        for unmeasured in order[position:]:
+                            results.failures.setdefault(unmeasured.benchmark_id, []).append(str(error))
+                        break
                     first = not blocks[key]
                     case_started_s = time.perf_counter()
                     outcome = measure_case_pair(plan, case, handles, rng, folder, first=first,
@@ -380,28 +420,36 @@ def measure_ab(
                                                 sources.get(key, (None, None)), seconds[key])
                     decided, windows_next[key] = look(measurement)
                     ratios = [head_s / base_s for base_s, head_s in block.windows_s]
+                    if decided and len(blocks[key]) >= schedule.processes:
+                        open_cases.remove(case)
                     show(
                         f"perfsuite A/B: {key} block {len(blocks[key])}: head/base {statistics.median(ratios):.3f} "
                         f"over {len(ratios)} window pairs{' (decided)' if decided else ''} "
                         f"({time.perf_counter() - started_s:.0f} s of {schedule.budget_s:.0f} s)"
                     )
-                    if decided and len(blocks[key]) >= schedule.processes:
-                        open_cases.remove(case)
+            except BaseException:
+                stopping = True
+                raise
             finally:
                 for worker in pair_workers:
-                    worker.stop()
+                    worker.stop(at_once=stopping)
+    except KeyboardInterrupt:
+        stopping = interrupted = True
+        results.interrupted = tuple(case.benchmark_id for case in open_cases)
     except BaseException:
-        interrupted = True
+        stopping = True
         raise
     finally:
         for worker in workers:
-            worker.stop(at_once=interrupted)
+            worker.stop(at_once=stopping)
         results.spent_s = time.perf_counter() - started_s
-    for case in plan.cases:
-        key = case.benchmark_id
-        results.measurements[key] = AbMeasurement(
-            case, tuple(blocks[key]), differences.get(key), sources.get(key, (None, None)), seconds[key]
-        )
+        for case in plan.cases:
+            key = case.benchmark_id
+            results.measurements[key] = AbMeasurement(
+                case, tuple(blocks[key]), differences.get(key), sources.get(key, (None, None)), seconds[key]
+            )
+    if interrupted:
+        raise AbInterrupted(results)
     return results
 
 
@@ -461,7 +509,7 @@ def measure_case_pair(
         raise
     finally:
         for side in opened:
-            if side.alive:
+            with contextlib.suppress(AbUnusable):  # a side gone meanwhile has nothing left to close
                 side.request({"op": "close"})
     difference = largest_difference(outputs["base"], outputs["head"]) if first else None
     pair = AbPair(tuple(windows_s), runs["base"], runs["head"], replies["base"]["warmup_s"],

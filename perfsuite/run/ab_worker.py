@@ -15,10 +15,10 @@ requests, one JSON line each on its standard input, with one JSON line each on i
 Every request runs with its side's code current (its modules, workload registry and checkout), so a module the
 model imports lazily during a step is that side's too. A failure replies `{"ok": false, "outcome": ...}` (the same
 Failure every path gives) and the process goes on. The model's own prints go to standard error, so they never garble
-a reply. The first reply says what the process runs: interpreter, torch, and per side the models it cannot find and
-the modules it could not be sure of (`leaks`: a base module taken from the head's tree; `extensions`: compiled
-project modules, which one process cannot hold twice; `patches_torch`: what of torch itself a side's import
-changed, which the other side would share).
+a reply. The first reply says what the process runs: interpreter, torch, and per side the models it cannot find
+(`absent`: those it does not have at all) and the modules it could not be sure of (`leaks`: a base module taken from
+the head's tree; `extensions`: compiled project modules, which one process cannot hold twice; `patches_torch`: what
+of torch itself a side's import changed, which the other side would share).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -80,17 +81,23 @@ def hello(spec: Mapping[str, Any], sides: Mapping[str, SideCode]) -> dict[str, A
     reports: dict[str, Any] = {}
     for side_spec in spec["sides"]:
         side = sides[side_spec["name"]]
-        missing = {}
+        missing, absent = {}, []
         before = torch_fingerprint()
         with side.active():
             for model in spec.get("check_models", []):
+                sources = side_spec["workload_sources"].get(model, [])
                 try:
-                    find_workload(model, side_spec["workload_sources"].get(model, []))
+                    find_workload(model, sources)
                 except Exception as error:
                     missing[model] = str(error)
+                    # Not registered by its files, or a file of it this side lacks: a model this side does not have
+                    # (a failing import is another matter).
+                    if isinstance(error, LookupError) or any(s["file"] and not os.path.exists(s["file"])
+                                                             for s in sources):
+                        absent.append(model)
         patched = sorted(name for name, identity in torch_fingerprint().items() if before.get(name) != identity)
-        reports[side.name] = {"missing": missing, "leaks": side.leaks(), "extensions": side.extension_modules(),
-                              "patches_torch": patched}
+        reports[side.name] = {"missing": missing, "absent": absent, "leaks": side.leaks(),
+                              "extensions": side.extension_modules(), "patches_torch": patched}
     return {"ok": True, "python": sys.executable, "python_version": sys.version.split()[0],
             "torch_version": torch.__version__, "sides": reports}
 
@@ -197,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the model's prints go to standard error
     watch_parent()
+    # A terminal's Ctrl-C reaches the whole process group: the job stops its workers itself, so a worker never dies
+    # mid-reply and turns the interrupt into a failed case.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
 
     if spec.get("threads"):

@@ -8,6 +8,7 @@ every workload, so the built-in models and a user's own model are measured alike
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,10 +92,14 @@ class Workload:
 
 
 _REGISTRY: dict[str, Workload] = {}
+# The module that called register_workload for each name (a conftest.py registering a model defined elsewhere): a
+# worker process imports it too to find the model.
+_REGISTERED_IN: dict[str, str] = {}
 
 
 def register_workload(workload: Workload) -> Workload:
     """Add `workload` to the matrix; a second workload with the same name, a built-in one included, is an error."""
+    caller = sys._getframe(1).f_globals.get("__name__")
     _load_builtin_workloads()  # so that a user's model cannot take a built-in model's name unnoticed
     if workload.name in _REGISTRY and _REGISTRY[workload.name] is not workload:
         raise ValueError(
@@ -104,7 +109,15 @@ def register_workload(workload: Workload) -> Workload:
     if "-" in workload.name and workload.name.split("-")[-1].startswith("bs"):
         raise ValueError(f"workload name {workload.name!r} must not end in '-bs...': it would blur case ids")
     _REGISTRY[workload.name] = workload
+    if isinstance(caller, str):
+        _REGISTERED_IN[workload.name] = caller
     return workload
+
+
+def registering_module(name: str) -> str | None:
+    """The name of the module that registered the workload `name` (None: not registered through
+    register_workload)."""
+    return _REGISTERED_IN.get(name)
 
 
 def registered_workloads() -> dict[str, Workload]:

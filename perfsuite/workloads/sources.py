@@ -8,18 +8,23 @@ import sys
 from types import ModuleType
 
 from perfsuite.records import WorkloadSource
-from perfsuite.workloads import Workload, registered_workloads
+from perfsuite.workloads import Workload, registered_workloads, registering_module
 
 
 def workload_sources(workload: Workload) -> list[WorkloadSource]:
-    """The modules defining the workload's functions, by name and file: a worker imports them until the
-    workload is registered or found among a module's globals (a conftest.py that registers it, say)."""
-    sources: list[WorkloadSource] = []
+    """The modules defining the workload's functions, then the module that registered it (a conftest.py registering
+    a model defined in another module), by name and file: a worker imports them until the workload is registered or
+    found among a module's globals."""
+    names: list[object] = []
     for function in (workload.build_module, workload.make_inputs, workload.make_target, workload.loss):
         target: object = function
         while hasattr(target, "func"):  # functools.partial
             target = target.func
-        name = getattr(target, "__module__", None)
+        names.append(getattr(target, "__module__", None))
+    if registered_workloads().get(workload.name) is workload:
+        names.append(registering_module(workload.name))
+    sources: list[WorkloadSource] = []
+    for name in names:
         module = sys.modules.get(name) if isinstance(name, str) and name else None
         if not isinstance(name, str) or module is None:
             continue

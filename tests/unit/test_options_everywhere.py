@@ -15,7 +15,7 @@ TOML_VALUES = {
     "device": "cpu", "dtype": "fp32", "model": "all", "batch-size": "2", "mode": "infer", "profile": "smoke",
     "compile": "eager", "figure": "step", "warmup": 1, "processes": 3, "isolation": "pass", "threads": 1,
     "ddp-processes": 2, "update-baseline": True, "rebaseline": False, "on-change": "warn", "on-inconclusive": "warn",
-    "machine": "ci-m2",
+    "on-no-base": "fail", "machine": "ci-m2",
     "baseline-dir": "baselines", "summary-dir": ".perfsuite", "tolerance": 0.1, "memory-tolerance": 0.2,
     "ab": "merge-base", "ab-python": "/usr/bin/python3", "ab-budget": 120,
 }

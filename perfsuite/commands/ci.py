@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     root = Path.cwd()
     if args.step == "judge":
         pairs = AB_DEFAULT_PAIRS if args.processes is None else args.processes
+        remove_summaries(root / SUMMARY_DIR)
         status = subprocess.run(judge_command(pairs, args.pytest_args), cwd=root).returncode
         post_job_summary(job_summary(root / SUMMARY_DIR), os.environ)
         return status
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         rebaseline = args.history_mode == "rebaseline"
         processes = RECORD_PROCESSES if args.processes is None else args.processes
         command = record_command(processes, machine, rebaseline, args.pytest_args)
+        remove_summaries(root / SUMMARY_DIR)
         status = subprocess.run(command, cwd=root).returncode
         post_job_summary(job_summary(root / SUMMARY_DIR), os.environ)
         return status
@@ -111,6 +113,15 @@ def record_command(processes: int, machine: str, rebaseline: bool, more: Sequenc
 def site_command() -> list[str]:
     """The command that builds the history site from the history worktree."""
     return [sys.executable, "-m", "perfsuite.cli", "site", f"{HISTORY_DIR}/baselines", "-o", SITE_DIR]
+
+
+def remove_summaries(summary_dir: Path) -> None:
+    """Remove the summaries an earlier step left in `summary_dir` (a reused runner's workspace, a local run), so a
+    step whose session fails before writing its own posts no old verdict as this one's."""
+    for name in (AB_SUMMARY, GATE_SUMMARY):
+        path = summary_dir / name
+        if path.is_symlink() or path.is_file():
+            path.unlink(missing_ok=True)
 
 
 def job_summary(summary_dir: Path) -> str:

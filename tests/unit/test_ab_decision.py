@@ -128,6 +128,29 @@ def test_the_outcome_line_fails_on_a_regression_an_error_or_a_verdict_that_canno
         assert outcome_line(verdicts, inconclusive_fails=False).startswith("perfsuite A/B passed")
 
 
+def test_a_case_not_decided_when_the_job_was_stopped_reads_interrupted_and_fails_never_a_pass():
+    verdict = judge_ab(measured([[1.0] * 4]), [], 0.10, 0.10, family_size=2, interrupted=True)
+    assert verdict.status == "interrupted" and verdict.ratio is None
+    assert verdict.fails_job() and verdict.fails_job(inconclusive_fails=False)
+    assert verdict.reasons == ("the job was stopped (Ctrl-C) after 1 block(s) of this case, before it was decided",)
+    assert "interrupted, not judged (never a pass)" in ab_message(verdict)
+    decided = judge_ab(measured([[1.0] * 4] * 3), [], 0.10, 0.10, family_size=2)
+    assert outcome_line([decided, verdict]) == "perfsuite A/B INTERRUPTED: 1 unchanged, 1 interrupted"
+
+
+def test_a_model_the_base_does_not_have_reads_no_base_and_fails_the_job_only_when_asked():
+    verdict = judge_ab(AbMeasurement(CASE, ()), [], 0.10, 0.10, family_size=1, no_base="workload 'resnet18' was "
+                       "not found")
+    assert verdict.status == "no-base" and verdict.pairs == 0 and verdict.ratio is None
+    assert not verdict.fails_job() and verdict.fails_job(no_base_fails=True)
+    assert "no base: the base side does not have this model" in ab_message(verdict)
+    assert "--perf-on-no-base fail makes it fail the job" in ab_message(verdict)
+    assert outcome_line([verdict]) == "perfsuite A/B judged nothing: 1 no-base"
+    assert outcome_line([verdict], no_base_fails=True) == "perfsuite A/B FAILED: 1 no-base"
+    judged = judge_ab(measured([[1.0] * 4] * 3), [], 0.10, 0.10, family_size=1)
+    assert outcome_line([judged, verdict]) == "perfsuite A/B passed: 1 unchanged, 1 no-base"
+
+
 def test_fewer_than_two_blocks_or_a_failed_side_is_errored_with_the_reason():
     one = judge_ab(measured([[1.5] * 4]), [], 0.10, 0.10, family_size=1)
     assert one.status == "errored" and "an interval needs at least 2" in one.reasons[0]

@@ -1,7 +1,9 @@
 """Each A/B side runs its own code, all of it, in the layouts users have: a slowdown that lives in a module the
 registering file imports (not in that file) is judged regressed, for a src layout installed with `pip install -e .`
-(its module imported lazily inside the model's build), a flat layout, and a conftest.py that imports a sibling
-helper module. Before, the base side imported those modules from the head's tree and read `unchanged`."""
+(its module imported lazily inside the model's build), a flat layout, a conftest.py that imports a sibling helper
+module, and a model defined in one module but registered in the conftest. Before, the base side imported those
+modules from the head's tree and read `unchanged`. The last two layouts measure in the gate's worker processes
+(`--perf-processes`) too."""
 
 from __future__ import annotations
 
@@ -137,3 +139,55 @@ def test_a_conftest_that_imports_a_sibling_helper_module(tmp_path: Path):
         "tests/conftest.py": "import helpers  # noqa: F401\n", "tests/test_perf.py": TEST,
     })
     eight_blocks_then_judge(root, "tests/layers.py")
+
+
+SPLIT_MODEL = '''import torch
+
+
+def build(profile):
+    from layers import make_blocks
+
+    return make_blocks()
+
+
+def inputs(profile, batch_size):
+    return torch.randn(batch_size, 256)
+'''
+SPLIT_CONFTEST = '''from models import build, inputs
+
+from perfsuite import Workload, register_workload
+
+register_workload(Workload(name="stack", build_module=build, make_inputs=inputs, batch_sizes={"smoke": (64,)}))
+'''
+LAYOUTS = {
+    "a conftest importing a sibling helper module": {
+        "pyproject.toml": PERF_SETTINGS, "tests/layers.py": LAYERS, "tests/helpers.py": MODEL.format(package=""),
+        "tests/conftest.py": "import helpers  # noqa: F401\n", "tests/test_perf.py": TEST,
+    },
+    "a model defined in one module and registered in the conftest": {
+        "pyproject.toml": PERF_SETTINGS, "tests/layers.py": LAYERS, "tests/models.py": SPLIT_MODEL,
+        "tests/conftest.py": SPLIT_CONFTEST, "tests/test_perf.py": TEST,
+    },
+}
+
+
+def test_a_model_defined_in_one_module_and_registered_in_the_conftest(tmp_path: Path):
+    """Before, a worker imported only the module defining the model's functions, which registers nothing: 'workload
+    was not found in a worker process'."""
+    root = tmp_path / "project"
+    write(root, LAYOUTS["a model defined in one module and registered in the conftest"])
+    eight_blocks_then_judge(root, "tests/layers.py")
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_each_layout_measures_in_worker_processes_of_the_gate(tmp_path: Path, layout: str):
+    root = tmp_path / "project"
+    write(root, LAYOUTS[layout])
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--benchmark-max-time", "0.1",
+         "--perf-processes", "2"],
+        cwd=root, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "1 passed" in result.stdout and "was not found in a worker process" not in result.stdout
+    assert "process 2/2 measured cpu-fp32-stack-bs64-infer-smoke" in result.stdout

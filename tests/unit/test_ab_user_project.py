@@ -139,14 +139,15 @@ def test_an_unknown_revision_is_refused_before_measuring(project: Path, revision
     assert not (project / ".perfsuite" / "ab.json").exists()
 
 
-def test_a_base_without_the_selected_model_is_refused_naming_it(project: Path):
+def test_a_base_without_the_selected_model_says_no_base_and_judges_nothing(project: Path):
     (project / "conftest.py").write_text(MODEL.replace('name="wide"', 'name="wider"'))
     commit(project, "rename the model")
     result = ab(project, "--perf-ab", "HEAD~1")
-    assert result.returncode == 4, result.stdout + result.stderr
-    assert "the base side" in result.stderr and "does not have every selected model" in result.stderr
-    assert "'wider'" in result.stderr
-    assert not (project / ".perfsuite" / "ab.json").exists()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "perfsuite A/B judged nothing: 1 no-base" in result.stdout and "1 skipped" in result.stdout
+    assert "wider: no base (the base side does not have it): workload 'wider' was not found" in result.stdout
+    (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
+    assert case["status"] == "no-base" and not case["fails_job"]
 
 
 def test_a_base_interpreter_without_torch_is_refused(project: Path, tmp_path: Path):

@@ -28,6 +28,7 @@ from typing import Any
 import perfsuite
 from perfsuite.errors import UsageError
 from perfsuite.judge.ab import AB_DEFAULT_TOLERANCE, MAX_BLOCKS, AbVerdict, judge_ab, look
+from perfsuite.judge.explain import Explanation, explain, wants_explanation
 from perfsuite.records import AbMeasurement, AbSide, Case, Outcome, WorkloadSource
 from perfsuite.render import ab as render
 from perfsuite.run.ab import AbResults, AbSchedule, AbUnusable, SideSpec, measure_ab, start_workers
@@ -100,6 +101,7 @@ class AbJob:
     note: str | None = None
     results: AbResults | None = None
     verdicts: dict[str, AbVerdict] = field(default_factory=dict)
+    explanations: dict[str, Explanation] = field(default_factory=dict)
     started_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     @property
@@ -141,10 +143,18 @@ class AbJob:
             seen = look(measurement, self.tolerance(measurement.case), family_size)
             return seen.status is not None, seen.next_windows
 
+        def explained(measurement: AbMeasurement) -> bool:
+            """Whether the case gets an op-level explanation: every measured case, or the changed ones."""
+            if not measurement.pairs or self.settings.ab_explain == "none":
+                return False
+            return wants_explanation(self.settings.ab_explain,
+                                     look(measurement, self.tolerance(measurement.case), family_size).status)
+
         if self.note:
             show(f"perfsuite A/B: {self.note}")
         try:
-            self.results = measure_ab(self.plan, self.base, self.head, self.folder, show, self.schedule, decided)
+            self.results = measure_ab(self.plan, self.base, self.head, self.folder, show, self.schedule, decided,
+                                      explain=None if self.settings.ab_explain == "none" else explained)
         finally:
             self.remove_work_folder()
         for name, side in (("base", "base_side"), ("head", "head_side")):
@@ -162,6 +172,11 @@ class AbJob:
                               memory=True),
                 family_size=family_size, budget_s=self.settings.ab_budget_s,
             )
+            verdict = self.verdicts[key]
+            profiles = self.results.profiles.get(key)
+            if profiles and verdict.base_median_s is not None and verdict.head_median_s is not None:
+                self.explanations[key] = explain(profiles["base"], profiles["head"],
+                                                 verdict.head_median_s - verdict.base_median_s)
 
     @property
     def measuring(self) -> dict[str, Any]:
@@ -170,7 +185,8 @@ class AbJob:
             return {}
         return {"in_one_process": self.results.in_one_process,
                 "process_pairs_reason": self.results.process_pairs_reason,
-                "budget_s": self.results.budget_s, "spent_s": self.results.spent_s, "note": self.note}
+                "budget_s": self.results.budget_s, "spent_s": self.results.spent_s, "note": self.note,
+                "explain": self.settings.ab_explain, "explaining_s": self.results.profiling_s}
 
     @property
     def measuring_line(self) -> str | None:
@@ -179,7 +195,7 @@ class AbJob:
             return None
         results = self.results
         return render.measuring_text(results.in_one_process, results.process_pairs_reason, results.spent_s,
-                                     results.budget_s)
+                                     results.budget_s, results.profiling_s if results.profiles else None)
 
     @property
     def measured(self) -> bool:
@@ -200,11 +216,13 @@ class AbJob:
         measurements = self.results.measurements
         fails = self.settings.inconclusive_fails
         document = render.summary_document(verdicts, measurements, self.base_side, self.head_side, self.started_at,
-                                           fails, measuring=self.measuring)
+                                           fails, measuring=self.measuring, explanations=self.explanations,
+                                           unexplained=self.results.profile_failures)
         written = [
             write_text_atomically(summary_dir / "ab.json", render.summary_json(document)),
             write_text_atomically(summary_dir / "ab.md", render.summary_markdown(
-                verdicts, measurements, self.base_side, self.head_side, fails, self.measuring_line)),
+                verdicts, measurements, self.base_side, self.head_side, fails, self.measuring_line,
+                self.explanations)),
         ]
         if render.write_ratio_plot(verdicts, summary_dir / "ab.png"):
             written.append(summary_dir / "ab.png")
@@ -216,7 +234,7 @@ class AbJob:
             return []
         verdicts = list(self.verdicts.values())
         text = render.render_sides(self.base_side, self.head_side, self.measuring_line) + "\n" + render.render_table(
-            verdicts, self.results.measurements)
+            verdicts, self.results.measurements, self.explanations)
         fails = self.settings.inconclusive_fails
         notable = [render.ab_message(v, fails) for v in verdicts
                    if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs]

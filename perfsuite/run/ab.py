@@ -32,15 +32,23 @@ from pathlib import Path
 from typing import IO, Any
 
 import perfsuite
-from perfsuite.records import AbMeasurement, AbPair, Case, Run, WorkloadSource
+from perfsuite.records import AbMeasurement, AbPair, Case, OpProfile, Run, WorkloadSource
 from perfsuite.run.plan import SessionPlan
-from perfsuite.run.wire import outcome_from_json, run_from_json
+from perfsuite.run.profiling import merge_profiles
+from perfsuite.run.wire import op_profile_from_json, outcome_from_json, run_from_json
 
 # A block's windows per side: about WINDOWS of them in the rounds' max_time_s (pytest-benchmark's
 # --benchmark-max-time), each at least MIN_ROUNDS_PER_WINDOW rounds long, and at least MIN_WINDOWS.
 WINDOWS = 8
 MIN_WINDOWS = 4
 MIN_ROUNDS_PER_WINDOW = 2
+# The steps profiled per side to explain a case (after its timed windows, never inside them): about PROFILE_S
+# seconds of steps, at least MIN_PROFILE_STEPS and at most MAX_PROFILE_STEPS.
+PROFILE_S = 0.3
+MIN_PROFILE_STEPS = 3
+MAX_PROFILE_STEPS = 20
+# The profiled steps of a side come in this many turns, base and head alternating.
+PROFILE_TURNS = 4
 # How long a request may take before the side is declared stuck (a build with compilation included).
 REQUEST_TIMEOUT_S = 1800
 _ERROR_TAIL_CHARACTERS = 1500
@@ -80,6 +88,9 @@ class AbResults:
     process_pairs_reason: str | None = None
     budget_s: float | None = None
     spent_s: float = 0.0
+    profiles: dict[str, dict[str, OpProfile]] = field(default_factory=dict)
+    profile_failures: dict[str, str] = field(default_factory=dict)
+    profiling_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -303,9 +314,11 @@ class OneProcessRefused(AbUnusable):
 def measure_ab(
     plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[str], None],
     schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
+    explain: Callable[[AbMeasurement], bool] | None = None,
 ) -> AbResults:
     """Measure the cases of `plan` on both sides in blocks until `look` calls each decided, or `schedule`'s budget
-    or block limit ends it; working files go under `folder`."""
+    or block limit ends it; then profile the ops of each case `explain` chooses on both sides (`profile_cases`);
+    working files go under `folder`."""
     results = AbResults(budget_s=schedule.budget_s)
     folder.mkdir(parents=True, exist_ok=True)
     started_s = time.perf_counter()
@@ -390,6 +403,9 @@ def measure_ab(
             finally:
                 for worker in pair_workers:
                     worker.stop()
+        if explain is not None:
+            chosen = [case for case in plan.cases if explain(AbMeasurement(case, tuple(blocks[case.benchmark_id])))]
+            workers = profile_cases(plan, base, head, schedule, workers, chosen, folder, results, show)
     except BaseException:
         interrupted = True
         raise
@@ -403,6 +419,104 @@ def measure_ab(
             case, tuple(blocks[key]), differences.get(key), sources.get(key, (None, None)), seconds[key]
         )
     return results
+
+
+def profile_steps(step_s: float) -> int:
+    """The steps to profile per side of a case whose step takes `step_s`: about PROFILE_S seconds, within the
+    bounds."""
+    return min(MAX_PROFILE_STEPS, max(MIN_PROFILE_STEPS, math.ceil(PROFILE_S / max(step_s, 1e-6))))
+
+
+def profile_cases(
+    plan: SessionPlan, base: SideSpec, head: SideSpec, schedule: AbSchedule, workers: list[Worker],
+    cases: Sequence[Case], folder: Path, results: AbResults, show: Callable[[str], None],
+) -> list[Worker]:
+    """After every timed window of the job: profile each of `cases` on both sides, one side at a time (opened,
+    warmed, profiled, closed), in the job's first warm worker (or a new process pair), into `results.profiles`; a
+    side that fails leaves its message in `results.profile_failures`. Returns the workers to stop at the end."""
+    if not cases:
+        return workers
+    started_s = time.perf_counter()
+    models = sorted({case.model for case in cases})
+    pair_workers: list[Worker] = []
+    try:
+        if schedule.in_one_process:
+            if not workers[0].alive:
+                workers[0].stop(at_once=True)
+                workers[0] = start_workers(plan, base, head, replace(schedule, processes=1), cases, models, folder,
+                                           results)[0]
+            handles = [SideHandle(workers[0], base), SideHandle(workers[0], head)]
+        else:
+            pair_workers = start_workers(plan, base, head, schedule, cases, models, folder, results,
+                                         first_number=1000)
+            handles = [SideHandle(pair_workers[0], base), SideHandle(pair_workers[1], head)]
+        for case in cases:
+            profiled = profile_case_pair(case, handles)
+            if isinstance(profiled, str):
+                results.profile_failures[case.benchmark_id] = profiled
+                show(f"perfsuite A/B: {case.benchmark_id}: could not profile its ops: {profiled}")
+            else:
+                results.profiles[case.benchmark_id] = profiled
+    except AbUnusable as error:
+        for case in cases:
+            results.profile_failures.setdefault(case.benchmark_id, str(error))
+    finally:
+        for worker in pair_workers:
+            worker.stop()
+        results.profiling_s += time.perf_counter() - started_s
+    return workers
+
+
+def profile_case_pair(case: Case, sides: Sequence[SideHandle]) -> dict[str, OpProfile] | str:
+    """The op profile of `case` on each side: both opened, then PROFILE_TURNS turns of a few profiled steps each,
+    base and head alternating (ABBA), so that a slow spell of the machine lands on both; where both do not fit in
+    device memory together, one side after the other. Or the failure message."""
+    turns: dict[str, list[OpProfile]] = {side.side.name: [] for side in sides}
+    opened: list[SideHandle] = []
+    steps: dict[str, int] = {}
+
+    def profile(side: SideHandle) -> str | None:
+        reply = side.request({"op": "profile", "steps": steps[side.side.name]})
+        if not reply["ok"]:  # the worker has closed the case
+            opened.remove(side)
+            return f"{side.side.name} side: {failure_message(reply)}"
+        turns[side.side.name].append(op_profile_from_json(reply["profile"]))
+        return None
+
+    try:
+        for side in sides:
+            reply = side.request({"op": "open", "case": case.__dict__, "output_path": None})
+            if not reply["ok"] and opened and reply["outcome"]["failure"]["kind"] == "out-of-memory":
+                for alone in sides:  # both do not fit together: one side at a time
+                    if alone in opened:
+                        opened.remove(alone)
+                        alone.request({"op": "close"})
+                        continue
+                    reply = alone.request({"op": "open", "case": case.__dict__, "output_path": None})
+                    if not reply["ok"]:
+                        return f"{alone.side.name} side, alone on the device: {failure_message(reply)}"
+                    opened.append(alone)
+                    steps[alone.side.name] = max(1, profile_steps(reply["step_s"]) // PROFILE_TURNS)
+                    for _ in range(PROFILE_TURNS):
+                        if (failed := profile(alone)) is not None:
+                            return failed
+                    opened.remove(alone)
+                    alone.request({"op": "close"})
+                break
+            if not reply["ok"]:
+                return f"{side.side.name} side: {failure_message(reply)}"
+            opened.append(side)
+            steps[side.side.name] = max(1, profile_steps(reply["step_s"]) // PROFILE_TURNS)
+        else:
+            for turn in range(PROFILE_TURNS):
+                for side in sides if turn % 2 == 0 else reversed(sides):
+                    if (failed := profile(side)) is not None:
+                        return failed
+    finally:
+        for side in opened:
+            if side.alive:
+                side.request({"op": "close"})
+    return {name: merge_profiles(profiles) for name, profiles in turns.items()}
 
 
 def measure_case_pair(

@@ -440,8 +440,9 @@ class OpProfile:
     over `steps` steps: `ops` by name (the `MAX_PROFILE_OPS` largest kept, the rest summed in `other_ops`),
     `host_s` the host time of the steps, `host_outside_ops_s` the part of it outside every op (Python, hooks, waits),
     `device_wait_s` the drain after the last step; on CUDA `kernels` by name; `regions` the compiled or
-    captured-graph regions, whose inside torch.profiler cannot give per op; on MPS `fallback_warnings` each
-    CPU-fallback message seen with its count. `device` is the case's device, `recorded_at` when it was profiled (a
+    captured-graph regions, whose inside torch.profiler cannot give per op; where the device falls back to the CPU
+    (`watches_fallbacks`, MPS) `fallback_warnings` each CPU-fallback message seen with its count; `limits` what the
+    device's profile cannot give. `device` is the case's device, `recorded_at` when it was profiled (a
     UTC time, set where a history keeps it)."""
 
     device: str
@@ -454,4 +455,6 @@ class OpProfile:
     kernels: tuple[OpTime, ...] = ()
     regions: tuple[OpTime, ...] = ()
     fallback_warnings: tuple[tuple[str, int], ...] = ()
+    watches_fallbacks: bool = False
+    limits: tuple[str, ...] = ()
     recorded_at: str | None = None

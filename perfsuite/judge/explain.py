@@ -29,10 +29,6 @@ TOP_CONTRIBUTORS = 3
 DEVICE_BUSY_SHARE = 0.5
 # Ops that copy tensors (on MPS, the host-device copies of a CPU fallback among them: at::_to_cpu, then a copy back).
 COPY_OPS = ("aten::_to_cpu", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::copy_", "aten::_to_copy")
-MPS_DEVICE_TIME_LIMIT = (
-    "device time per op is not available on MPS (torch.profiler has no ProfilerActivity.MPS, pytorch #99037): "
-    "shown are the ops' host times, the ops that fell back to the CPU and the copy ops"
-)
 
 
 @dataclass(frozen=True)
@@ -128,8 +124,9 @@ def fallback_calls(profile: OpProfile) -> Counter[str]:
 
 
 def busy_device(profile: OpProfile) -> bool:
-    """Whether the profile's device was busy for most of its steps (CUDA kernels against the host's step time)."""
-    if profile.device != "cuda" or not profile.kernels:
+    """Whether the profile's device was busy for most of its steps (its kernels, where the profiler recorded any,
+    against the host's step time)."""
+    if not profile.kernels:
         return False
     kernel_s = sum(kernel.device_s or 0.0 for kernel in profile.kernels)
     return kernel_s >= DEVICE_BUSY_SHARE * max(profile.host_s + profile.device_wait_s, 1e-12)
@@ -174,8 +171,7 @@ def explain(base: OpProfile, head: OpProfile, measured_change_s: float | None,
     if base.regions or head.regions:
         limits.append("compiled or CUDA-graph regions ran here: torch.profiler cannot split their time per op, so "
                       "each region is one line of its own")
-    if "mps" in (base.device, head.device):
-        limits.append(MPS_DEVICE_TIME_LIMIT)
+    limits += list(dict.fromkeys([*base.limits, *head.limits]))
     if base.other_ops is not None or head.other_ops is not None:
         limits.append("only each side's largest ops are kept: an op below them reads as unknown, not as new or gone")
     base_fallbacks, head_fallbacks = fallback_calls(base), fallback_calls(head)
@@ -185,7 +181,7 @@ def explain(base: OpProfile, head: OpProfile, measured_change_s: float | None,
         if base_fallbacks[op] / max(base.steps, 1) != head_fallbacks[op] / max(head.steps, 1)
     )
     copy_calls = None
-    if "mps" in (base.device, head.device):
+    if base.watches_fallbacks or head.watches_fallbacks:
         copy_calls = tuple(sum(ops[name][0] for name in COPY_OPS if name in ops) for ops in (base_ops, head_ops))
     return Explanation(
         against=against, basis=basis, steps=(base.steps, head.steps), measured_change_s=measured_change_s,

@@ -173,8 +173,7 @@ def serve(spec: Mapping[str, Any], requests: IO[str], replies: IO[str]) -> int:
                     from perfsuite.run.wire import op_profile_to_json
 
                     opened = warm[name]
-                    profile = profile_ops(opened.prepared.run_step, opened.device.synchronize, int(request["steps"]),
-                                          opened.case.device)
+                    profile = profile_ops(opened.prepared.run_step, opened.device, int(request["steps"]))
                     reply({"ok": True, "profile": op_profile_to_json(profile)})
                 elif op == "close":
                     times_s = round_times_s.pop(name, [])

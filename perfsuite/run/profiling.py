@@ -9,9 +9,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfsuite.records import MAX_PROFILE_KERNELS, MAX_PROFILE_OPS, OpProfile, OpTime
+
+if TYPE_CHECKING:
+    from perfsuite.run.devices import DeviceBackend
 
 PROFILED_STEPS = 5
 
@@ -66,8 +69,7 @@ _STEP_MARKER = "perfsuite-profiled-step-"
 OTHER_OPS = "(other ops)"
 
 
-def profile_ops(run_step: Callable[[], object], synchronize: Callable[[], None], steps: int,
-                device: str) -> OpProfile:
+def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: int) -> OpProfile:
     """Profile `steps` steps of a warm case with torch.profiler, back to back as a round runs them and drained once
     after the last (never inside a timed round: the profiler's overhead would enter the figure). On CUDA the
     device activity is profiled too (time per kernel, and per op the kernels it launched); on MPS every CPU-fallback
@@ -81,17 +83,18 @@ def profile_ops(run_step: Callable[[], object], synchronize: Callable[[], None],
     warned_always = torch.is_warn_always_enabled()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if device == "mps":
+        if device.falls_back_to_cpu:
             torch.set_warn_always(True)
         try:
             # torch.autograd's profiler, which torch.profiler.profile wraps: the wrapper's start imports
             # torch._inductor (seconds, once per process) to ask about CUDA graphs.
-            with profile(use_cpu=True, use_device="cuda" if device == "cuda" else None, use_kineto=True) as profiler:
+            with profile(use_cpu=True, use_device=device.name if device.profiles_kernels else None,
+                         use_kineto=True) as profiler:
                 for index in range(steps):
                     with record_function(f"{_STEP_MARKER}{index}"):
                         run_step()
                 wait_started_s = time.perf_counter()
-                synchronize()
+                device.synchronize()
                 device_wait_s = time.perf_counter() - wait_started_s
         finally:
             torch.set_warn_always(warned_always)
@@ -130,7 +133,7 @@ def profile_ops(run_step: Callable[[], object], synchronize: Callable[[], None],
             totals = kernels.setdefault(event.name, [0, 0.0, 0.0])
             totals[0] += 1
             totals[2] += event.time_range.end - event.time_range.start
-    on_cuda = device == "cuda"
+    on_cuda = device.profiles_kernels
 
     def times(table: dict[str, list[float]], limit: int | None) -> tuple[tuple[OpTime, ...], OpTime | None]:
         ranked = sorted(table.items(), key=lambda item: -(item[1][1] + item[1][2]))
@@ -145,12 +148,14 @@ def profile_ops(run_step: Callable[[], object], synchronize: Callable[[], None],
 
     kept_ops, other_ops = times(ops, MAX_PROFILE_OPS)
     fallback_warnings = Counter(str(warning.message) for warning in caught
-                                if device == "mps" and "CPU" in str(warning.message))
+                                if device.falls_back_to_cpu and "CPU" in str(warning.message))
     return OpProfile(
-        device=device, steps=steps, host_s=sum(marker.cpu_time_total for marker in markers) / 1e6,
+        device=device.name, steps=steps, host_s=sum(marker.cpu_time_total for marker in markers) / 1e6,
         host_outside_ops_s=outside_us / 1e6, ops=kept_ops, other_ops=other_ops, device_wait_s=device_wait_s,
         kernels=times(kernels, MAX_PROFILE_KERNELS)[0], regions=times(regions, None)[0],
         fallback_warnings=tuple(fallback_warnings.most_common(MAX_PROFILE_KERNELS)),
+        watches_fallbacks=device.falls_back_to_cpu,
+        limits=(device.op_profile_limit,) if device.op_profile_limit else (),
     )
 
 

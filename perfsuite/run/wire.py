@@ -53,6 +53,7 @@ def op_profile_to_json(profile: OpProfile) -> dict[str, Any]:
     """`profile` as JSON-ready data (times in seconds, totals over its steps)."""
     document = asdict(profile)
     document["fallback_warnings"] = [list(item) for item in profile.fallback_warnings]
+    document["limits"] = list(profile.limits)
     return document
 
 
@@ -68,6 +69,7 @@ def op_profile_from_json(document: Mapping[str, Any]) -> OpProfile:
     values["kernels"] = tuple(op(item) for item in values.get("kernels") or ())
     values["regions"] = tuple(op(item) for item in values.get("regions") or ())
     values["other_ops"] = None if values.get("other_ops") is None else op(values["other_ops"])
+    values["limits"] = tuple(str(limit) for limit in values.get("limits") or ())
     values["fallback_warnings"] = tuple((str(message), int(count))
                                         for message, count in values.get("fallback_warnings") or ())
     return OpProfile(**values)

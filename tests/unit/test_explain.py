@@ -7,9 +7,12 @@ import pytest
 from perfsuite.judge.explain import OUTSIDE_OPS, explain, wants_explanation
 from perfsuite.records import OpProfile, OpTime
 from perfsuite.render.ab import TERMINAL_EXPLANATION_LINES, explanation_lines, terminal_explanation
+from perfsuite.run.devices import backend
 from perfsuite.run.profiling import OTHER_OPS, merge_profiles
 from perfsuite.run.wire import op_profile_from_json, op_profile_to_json
 
+# What an MPS profile holds beside its ops (the MPS backend's traits).
+MPS = {"device": "mps", "watches_fallbacks": True, "limits": (backend("mps").op_profile_limit,)}
 # MPSFallback.mm's warning, as torch 2.13 prints it.
 FALLBACK = ("The operator 'aten::erfinv' is not currently supported on the MPS backend and will fall back to run on "
             "the CPU. This may have performance implications.")
@@ -21,7 +24,7 @@ def profile(ops: dict[str, tuple[int, float]], outside_s: float = 0.001, steps: 
     kept = tuple(OpTime(name, calls, host_s) for name, (calls, host_s) in ops.items())
     host_s = outside_s + sum(host_s for _, host_s in ops.values())
     return OpProfile(device=device, steps=steps, host_s=host_s, host_outside_ops_s=outside_s, ops=kept,
-                     **extra)  # type: ignore[arg-type]
+                     **extra)
 
 
 BASE = {"aten::linear": (20, 0.010), "aten::native_layer_norm": (20, 0.004), "aten::relu": (20, 0.001)}
@@ -86,23 +89,24 @@ def test_unattributable_regions_and_mps_say_what_cannot_be_known():
     region = (OpTime("Torch-Compiled Region: 0/0", 10, 0.004),)
     why = explain(profile(BASE, regions=region), profile(BASE, regions=region), 0.0)
     assert any("cannot split their time per op" in limit for limit in why.limits)
-    mps = explain(profile(BASE, device="mps"), profile(BASE, device="mps"), 0.0)
+    mps = explain(profile(BASE, **MPS), profile(BASE, **MPS), 0.0)
     assert any("ProfilerActivity.MPS" in limit and "#99037" in limit for limit in mps.limits)
     assert mps.copy_calls == (0, 0) and why.copy_calls is None
 
 
 def test_an_op_falling_back_to_the_cpu_at_head_only_is_a_new_fallback():
-    head = profile({**BASE, "aten::erfinv": (10, 0.002)}, device="mps", fallback_warnings=((FALLBACK, 10),))
-    why = explain(profile(BASE, device="mps"), head, measured_change_s=0.0002)
+    head = profile({**BASE, "aten::erfinv": (10, 0.002)}, fallback_warnings=((FALLBACK, 10),), **MPS)
+    why = explain(profile(BASE, **MPS), head, measured_change_s=0.0002)
     assert why.new_fallbacks == ("aten::erfinv",) and why.fallbacks_changed == (("aten::erfinv", 0.0, 1.0),)
     assert why.gone_fallbacks == ()
     assert "MPS CPU fallbacks: aten::erfinv new, 0 -> 1 calls a step" in terminal_explanation(why)
 
 
 def test_the_terminal_shows_at_most_five_lines_the_summary_every_one():
-    head = profile({**BASE, "aten::native_layer_norm": (40, 0.008), "aten::gelu": (20, 0.001)}, device="mps",
-                   fallback_warnings=((FALLBACK, 10),), regions=(OpTime("CompiledFunction", 10, 0.001),))
-    why = explain(profile(BASE, device="mps", regions=(OpTime("CompiledFunction", 10, 0.001),)), head, 0.0005)
+    region = (OpTime("CompiledFunction", 10, 0.001),)
+    head = profile({**BASE, "aten::native_layer_norm": (40, 0.008), "aten::gelu": (20, 0.001)},
+                   fallback_warnings=((FALLBACK, 10),), regions=region, **MPS)
+    why = explain(profile(BASE, regions=region, **MPS), head, 0.0005)
     every = explanation_lines(why)
     shown = terminal_explanation(why)
     assert len(shown) == TERMINAL_EXPLANATION_LINES < len(every)

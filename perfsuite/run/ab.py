@@ -44,9 +44,9 @@ MIN_WINDOWS = 4
 MIN_ROUNDS_PER_WINDOW = 2
 # The steps profiled per side to explain a case (after its timed windows, never inside them): about PROFILE_S
 # seconds of steps, at least MIN_PROFILE_STEPS and at most MAX_PROFILE_STEPS.
-PROFILE_S = 0.3
-MIN_PROFILE_STEPS = 3
-MAX_PROFILE_STEPS = 20
+PROFILE_S = 0.1
+MIN_PROFILE_STEPS = 4
+MAX_PROFILE_STEPS = 8
 # The profiled steps of a side come in this many turns, base and head alternating.
 PROFILE_TURNS = 4
 # How long a request may take before the side is declared stuck (a build with compilation included).
@@ -55,6 +55,8 @@ _ERROR_TAIL_CHARACTERS = 1500
 
 # What `look` answers after each block: (decided, windows for the case's next block).
 Look = tuple[bool, int]
+# Called after a block's windows, the case still open on both sides: (its window pairs, the sides, step_s per side).
+AfterWindows = Callable[[Sequence[tuple[float, float]], Sequence["SideHandle"], Mapping[str, float]], None]
 
 
 class AbUnusable(Exception):
@@ -317,8 +319,9 @@ def measure_ab(
     explain: Callable[[AbMeasurement], bool] | None = None,
 ) -> AbResults:
     """Measure the cases of `plan` on both sides in blocks until `look` calls each decided, or `schedule`'s budget
-    or block limit ends it; then profile the ops of each case `explain` chooses on both sides (`profile_cases`);
-    working files go under `folder`."""
+    or block limit ends it. Each case `explain` chooses has its ops profiled on both sides after its timed windows:
+    in the block that decides it, before the case closes (`ExplainWhenDecided`), else once every block is done
+    (`profile_cases`); working files go under `folder`."""
     results = AbResults(budget_s=schedule.budget_s)
     folder.mkdir(parents=True, exist_ok=True)
     started_s = time.perf_counter()
@@ -376,10 +379,13 @@ def measure_ab(
                 for case in order:
                     key = case.benchmark_id
                     first = not blocks[key]
-                    case_started_s = time.perf_counter()
-                    outcome = measure_case_pair(plan, case, handles, rng, folder, first=first,
-                                                windows=windows_next[key])
-                    seconds[key] += time.perf_counter() - case_started_s
+                    case_started_s, profiling_before_s = time.perf_counter(), results.profiling_s
+                    outcome = measure_case_pair(
+                        plan, case, handles, rng, folder, first=first, windows=windows_next[key],
+                        after_windows=None if explain is None else ExplainWhenDecided(
+                            case, blocks[key], explain, schedule.processes, results, show),
+                    )
+                    seconds[key] += time.perf_counter() - case_started_s - (results.profiling_s - profiling_before_s)
                     if isinstance(outcome, str):
                         results.failures.setdefault(key, []).append(outcome)
                         open_cases.remove(case)
@@ -403,8 +409,9 @@ def measure_ab(
             finally:
                 for worker in pair_workers:
                     worker.stop()
-        if explain is not None:
-            chosen = [case for case in plan.cases if explain(AbMeasurement(case, tuple(blocks[case.benchmark_id])))]
+        if explain is not None:  # the cases to explain that no block profiled (not decided, or a failed block)
+            chosen = [case for case in plan.cases if explain(AbMeasurement(case, tuple(blocks[case.benchmark_id])))
+                      and case.benchmark_id not in results.profiles]
             workers = profile_cases(plan, base, head, schedule, workers, chosen, folder, results, show)
     except BaseException:
         interrupted = True
@@ -421,6 +428,37 @@ def measure_ab(
     return results
 
 
+@dataclass
+class ExplainWhenDecided:
+    """`measure_case_pair`'s `after_windows` for one case: where the block just timed decides it as `explain` wants
+    explained (and the case has the K blocks it must have, so it stops here), profile it before it closes."""
+
+    case: Case
+    blocks: Sequence[AbPair]
+    explain: Callable[[AbMeasurement], bool]
+    processes: int
+    results: AbResults
+    show: Callable[[str], None]
+
+    def __call__(self, windows_s: Sequence[tuple[float, float]], sides: Sequence[SideHandle],
+                 step_s: Mapping[str, float]) -> None:
+        key = self.case.benchmark_id
+        if not self.blocks or key in self.results.profiles or len(self.blocks) + 1 < self.processes:
+            return
+        block = replace(self.blocks[-1], windows_s=tuple(windows_s))
+        if not self.explain(AbMeasurement(self.case, (*self.blocks, block))):
+            return
+        started_s = time.perf_counter()
+        profiled = profile_open_case(sides, step_s)
+        self.results.profiling_s += time.perf_counter() - started_s
+        if isinstance(profiled, str):
+            self.results.profile_failures[key] = profiled
+            self.show(f"perfsuite A/B: {key}: could not profile its ops: {profiled}")
+        else:
+            self.results.profiles[key] = profiled
+            self.results.profile_failures.pop(key, None)
+
+
 def profile_steps(step_s: float) -> int:
     """The steps to profile per side of a case whose step takes `step_s`: about PROFILE_S seconds, within the
     bounds."""
@@ -431,9 +469,9 @@ def profile_cases(
     plan: SessionPlan, base: SideSpec, head: SideSpec, schedule: AbSchedule, workers: list[Worker],
     cases: Sequence[Case], folder: Path, results: AbResults, show: Callable[[str], None],
 ) -> list[Worker]:
-    """After every timed window of the job: profile each of `cases` on both sides, one side at a time (opened,
-    warmed, profiled, closed), in the job's first warm worker (or a new process pair), into `results.profiles`; a
-    side that fails leaves its message in `results.profile_failures`. Returns the workers to stop at the end."""
+    """After every timed window of the job: profile each of `cases` on both sides (`profile_case_pair`: opened and
+    warmed again), in the job's first warm worker (or a new process pair), into `results.profiles`; a case that
+    fails leaves its message in `results.profile_failures`. Returns the workers to stop at the end."""
     if not cases:
         return workers
     started_s = time.perf_counter()
@@ -467,65 +505,61 @@ def profile_cases(
     return workers
 
 
-def profile_case_pair(case: Case, sides: Sequence[SideHandle]) -> dict[str, OpProfile] | str:
-    """The op profile of `case` on each side: both opened, then PROFILE_TURNS turns of a few profiled steps each,
-    base and head alternating (ABBA), so that a slow spell of the machine lands on both; where both do not fit in
-    device memory together, one side after the other. Or the failure message."""
+def profile_open_case(sides: Sequence[SideHandle], step_s: Mapping[str, float]) -> dict[str, OpProfile] | str:
+    """The op profile of the case open on each of `sides` (whose step takes `step_s[name]`): PROFILE_TURNS turns of
+    a few profiled steps each, the sides alternating (ABBA), so that a slow spell of the machine lands on both; the
+    case stays open. Or the failure message."""
     turns: dict[str, list[OpProfile]] = {side.side.name: [] for side in sides}
+    for turn in range(PROFILE_TURNS):
+        for side in sides if turn % 2 == 0 else list(reversed(sides)):
+            name = side.side.name
+            reply = side.request({"op": "profile", "steps": max(1, profile_steps(step_s[name]) // PROFILE_TURNS)})
+            if not reply["ok"]:
+                return f"{name} side: {failure_message(reply)}"
+            turns[name].append(op_profile_from_json(reply["profile"]))
+    return {name: merge_profiles(profiles) for name, profiles in turns.items()}
+
+
+def profile_case_pair(case: Case, sides: Sequence[SideHandle]) -> dict[str, OpProfile] | str:
+    """The op profile of `case` on each side, opened for it (`profile_open_case`); where both do not fit in device
+    memory together, one side after the other. Or the failure message."""
     opened: list[SideHandle] = []
-    steps: dict[str, int] = {}
-
-    def profile(side: SideHandle) -> str | None:
-        reply = side.request({"op": "profile", "steps": steps[side.side.name]})
-        if not reply["ok"]:  # the worker has closed the case
-            opened.remove(side)
-            return f"{side.side.name} side: {failure_message(reply)}"
-        turns[side.side.name].append(op_profile_from_json(reply["profile"]))
-        return None
-
+    step_s: dict[str, float] = {}
     try:
         for side in sides:
             reply = side.request({"op": "open", "case": case.__dict__, "output_path": None})
             if not reply["ok"] and opened and reply["outcome"]["failure"]["kind"] == "out-of-memory":
-                for alone in sides:  # both do not fit together: one side at a time
-                    if alone in opened:
-                        opened.remove(alone)
-                        alone.request({"op": "close"})
-                        continue
+                opened.pop().request({"op": "close"})  # both do not fit together: one side at a time
+                profiles: dict[str, OpProfile] = {}
+                for alone in sides:
                     reply = alone.request({"op": "open", "case": case.__dict__, "output_path": None})
                     if not reply["ok"]:
                         return f"{alone.side.name} side, alone on the device: {failure_message(reply)}"
-                    opened.append(alone)
-                    steps[alone.side.name] = max(1, profile_steps(reply["step_s"]) // PROFILE_TURNS)
-                    for _ in range(PROFILE_TURNS):
-                        if (failed := profile(alone)) is not None:
-                            return failed
-                    opened.remove(alone)
+                    profiled = profile_open_case([alone], {alone.side.name: reply["step_s"]})
                     alone.request({"op": "close"})
-                break
+                    if isinstance(profiled, str):
+                        return profiled
+                    profiles.update(profiled)
+                return profiles
             if not reply["ok"]:
                 return f"{side.side.name} side: {failure_message(reply)}"
             opened.append(side)
-            steps[side.side.name] = max(1, profile_steps(reply["step_s"]) // PROFILE_TURNS)
-        else:
-            for turn in range(PROFILE_TURNS):
-                for side in sides if turn % 2 == 0 else reversed(sides):
-                    if (failed := profile(side)) is not None:
-                        return failed
+            step_s[side.side.name] = reply["step_s"]
+        return profile_open_case(sides, step_s)
     finally:
         for side in opened:
             if side.alive:
                 side.request({"op": "close"})
-    return {name: merge_profiles(profiles) for name, profiles in turns.items()}
 
 
 def measure_case_pair(
     plan: SessionPlan, case: Case, sides: Sequence[SideHandle], order: random.Random, folder: Path, first: bool,
-    windows: int | None = None,
+    windows: int | None = None, after_windows: AfterWindows | None = None,
 ) -> tuple[AbPair, float | None, tuple[str | None, str | None]] | str:
     """One block of a case: opened on both sides, `windows` window pairs (default: the window plan's) in ABBA order,
-    closed on both. Returns the block, the largest output difference (first block only) and each side's model file;
-    or the failure message."""
+    `after_windows` called with them while the case is still open on both (to profile it), closed on both. Returns
+    the block, the largest output difference (first block only) and each side's model file; or the failure
+    message."""
     base, head = sides
     outputs = {side.side.name: folder / f"{side.side.name}-{case.benchmark_id}.pt" for side in sides}
     opened: list[SideHandle] = []
@@ -561,6 +595,8 @@ def measure_case_pair(
                     return f"{side.side.name} side: {failure_message(reply)}"
                 times[side.side.name] = statistics.median(reply["times_s"])
             windows_s.append((times["base"], times["head"]))
+        if after_windows is not None:
+            after_windows(windows_s, sides, {name: reply["step_s"] for name, reply in replies.items()})
         runs: dict[str, Run] = {}
         for side in sides:
             reply = side.request({"op": "close"})

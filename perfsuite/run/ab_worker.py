@@ -10,6 +10,7 @@ requests, one JSON line each on its standard input, with one JSON line each on i
   round's time per step;
 - `{"op": "profile", "side": S, "steps": N}`: profile N steps of side S's open case with torch.profiler
   (`perfsuite.run.profiling.profile_ops`), never inside a window; reply its op profile (`wire.op_profile_to_json`);
+  a failure leaves the case open;
 - `{"op": "close", "side": S}`: reply side S's run of the case (every round of its windows, its memory figures; None
   when no window was timed) and release it;
 - `{"op": "exit"}`.
@@ -173,7 +174,11 @@ def serve(spec: Mapping[str, Any], requests: IO[str], replies: IO[str]) -> int:
                     from perfsuite.run.wire import op_profile_to_json
 
                     opened = warm[name]
-                    profile = profile_ops(opened.prepared.run_step, opened.device, int(request["steps"]))
+                    try:
+                        profile = profile_ops(opened.prepared.run_step, opened.device, int(request["steps"]))
+                    except Exception as error:  # the case stays open: its block's windows are timed already
+                        reply({"ok": False, "outcome": outcome_to_json(failure_of(opened.case, error))})
+                        continue
                     reply({"ok": True, "profile": op_profile_to_json(profile)})
                 elif op == "close":
                     times_s = round_times_s.pop(name, [])

@@ -174,9 +174,8 @@ class AbJob:
             )
             verdict = self.verdicts[key]
             profiles = self.results.profiles.get(key)
-            if profiles and verdict.base_median_s is not None and verdict.head_median_s is not None:
-                self.explanations[key] = explain(profiles["base"], profiles["head"],
-                                                 verdict.head_median_s - verdict.base_median_s)
+            if profiles:
+                self.explanations[key] = explain(profiles["base"], profiles["head"], measured_change_s(verdict))
 
     @property
     def measuring(self) -> dict[str, Any]:
@@ -241,6 +240,15 @@ class AbJob:
         text += "\n" + render.outcome_line(verdicts, fails) + "\n"
         text += "".join(f"{line}\n" for line in notable)
         return [("perfsuite A/B: head against base", text)]
+
+
+def measured_change_s(verdict: AbVerdict) -> float | None:
+    """The change per step the verdict measured (head - base): the base's median times its ratio less one, so that
+    it agrees with the verdict's estimate (the medians of the two sides' windows alone are noisier); None where
+    nothing was judged."""
+    if verdict.ratio is None or verdict.base_median_s is None:
+        return None
+    return verdict.base_median_s * (verdict.ratio - 1)
 
 
 def prepare_ab(settings: Settings, plan: SessionPlan, root: Path) -> AbJob:

@@ -63,14 +63,18 @@ for case in summary["cases"]:
         continue
     measured = why["measured_change_s"]
     diff = why["profiled_change_s"]
-    kinds = f"{why['basis']} basis, top: " + ", ".join(
-        f"{op['name']} {op['base_calls']}->{op['head_calls']} calls {1e3 * (op['head_s'] - op['base_s']):+.3f} ms"
-        for op in why["top"])
+    if measured is None or measured == 0:
+        print(f"{case['benchmark_id']}: {case['status']}, no measured change to compare: {why['lines']}")
+        continue
+    def named(op):
+        calls = "" if None in (op["base_calls"], op["head_calls"]) else f" {op['base_calls']:g}->{op['head_calls']:g} calls"
+        return f"{op['name']}{calls} {1e3 * (op['head_s'] - op['base_s']):+.3f} ms"
+    kinds = f"{why['basis']} basis, top: " + ", ".join(named(op) for op in why["top"])
     line = (f"{case['benchmark_id']}: {case['status']} x{case['ratio'] or 0:.3f}, measured {1e3 * measured:+.3f} ms a "
             f"step, the diff's {why['basis']} times sum to {1e3 * diff:+.3f} ms ({kinds})")
     if why["basis"] == "device":
         checked += 1
-        within = measured != 0 and abs(diff - measured) <= 0.2 * abs(measured)
+        within = abs(diff - measured) <= 0.2 * abs(measured)
         line += f": {'ADDS UP' if within else 'DOES NOT ADD UP'} within 20% ({100 * (diff / measured - 1):+.0f}%)"
     print(line)
 print(f"{checked} GPU-busy case(s) checked" if checked else "no GPU-busy case (no device basis): nothing to check")

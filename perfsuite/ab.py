@@ -29,6 +29,7 @@ from typing import Any
 import perfsuite
 from perfsuite.errors import UsageError
 from perfsuite.judge.ab import AB_DEFAULT_TOLERANCE, MAX_BLOCKS, AbVerdict, judge_ab, look
+from perfsuite.judge.explain import Explanation, explain, wants_explanation
 from perfsuite.records import AbMeasurement, AbSide, Case, Outcome, WorkloadSource
 from perfsuite.render import ab as render
 from perfsuite.run.ab import (
@@ -148,6 +149,7 @@ class AbJob:
     no_base: dict[str, str] = field(default_factory=dict)
     results: AbResults | None = None
     verdicts: dict[str, AbVerdict] = field(default_factory=dict)
+    explanations: dict[str, Explanation] = field(default_factory=dict)
     started_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     @property
@@ -205,12 +207,20 @@ class AbJob:
             seen = look(measurement, self.tolerance(measurement.case), len(plan.cases))
             return seen.status is not None, seen.next_windows
 
+        def explained(measurement: AbMeasurement) -> bool:
+            """Whether the case gets an op-level explanation: every measured case, or the changed ones."""
+            if not measurement.pairs or self.settings.ab_explain == "none":
+                return False
+            return wants_explanation(self.settings.ab_explain,
+                                     look(measurement, self.tolerance(measurement.case), len(plan.cases)).status)
+
         if self.note:
             show(f"perfsuite A/B: {self.note}")
         for model, why in sorted(self.no_base.items()):
             show(f"perfsuite A/B: {model}: no base (the base side does not have it): {why}")
         try:
-            self.results = measure_ab(plan, self.base, self.head, self.folder, show, self.schedule, decided) if (
+            self.results = measure_ab(plan, self.base, self.head, self.folder, show, self.schedule, decided,
+                                      explain=None if self.settings.ab_explain == "none" else explained) if (
                 plan.cases) else AbResults(budget_s=self.settings.ab_budget_s)
         except AbInterrupted as stopped:
             self.results = stopped.results
@@ -240,6 +250,10 @@ class AbJob:
                 family_size=family_size, budget_s=self.settings.ab_budget_s,
                 interrupted=key in self.results.interrupted, no_base=self.no_base.get(case.model),
             )
+            verdict = self.verdicts[key]
+            profiles = self.results.profiles.get(key)
+            if profiles:
+                self.explanations[key] = explain(profiles["base"], profiles["head"], measured_change_s(verdict))
 
     @property
     def measuring(self) -> dict[str, Any]:
@@ -248,7 +262,8 @@ class AbJob:
             return {}
         return {"in_one_process": self.results.in_one_process,
                 "process_pairs_reason": self.results.process_pairs_reason,
-                "budget_s": self.results.budget_s, "spent_s": self.results.spent_s, "note": self.note}
+                "budget_s": self.results.budget_s, "spent_s": self.results.spent_s, "note": self.note,
+                "explain": self.settings.ab_explain, "explaining_s": self.results.profiling_s}
 
     @property
     def measuring_line(self) -> str | None:
@@ -257,7 +272,7 @@ class AbJob:
             return None
         results = self.results
         return render.measuring_text(results.in_one_process, results.process_pairs_reason, results.spent_s,
-                                     results.budget_s)
+                                     results.budget_s, results.profiling_s if results.profiles else None)
 
     @property
     def measured(self) -> bool:
@@ -285,11 +300,13 @@ class AbJob:
         measurements = self.results.measurements
         fails, no_base_fails = self.settings.inconclusive_fails, self.settings.no_base_fails
         document = render.summary_document(verdicts, measurements, self.base_side, self.head_side, self.started_at,
-                                           fails, measuring=self.measuring, no_base_fails=no_base_fails)
+                                           fails, measuring=self.measuring, no_base_fails=no_base_fails,
+                                           explanations=self.explanations, unexplained=self.results.profile_failures)
         written = [
             write_text_atomically(summary_dir / "ab.json", render.summary_json(document)),
             write_text_atomically(summary_dir / "ab.md", render.summary_markdown(
-                verdicts, measurements, self.base_side, self.head_side, fails, self.measuring_line, no_base_fails)),
+                verdicts, measurements, self.base_side, self.head_side, fails, self.measuring_line, no_base_fails,
+                self.explanations)),
         ]
         if render.write_ratio_plot(verdicts, summary_dir / "ab.png"):
             written.append(summary_dir / "ab.png")
@@ -301,7 +318,7 @@ class AbJob:
             return []
         verdicts = list(self.verdicts.values())
         text = render.render_sides(self.base_side, self.head_side, self.measuring_line) + "\n" + render.render_table(
-            verdicts, self.results.measurements)
+            verdicts, self.results.measurements, self.explanations)
         fails, no_base_fails = self.settings.inconclusive_fails, self.settings.no_base_fails
         notable = [render.ab_message(v, fails, no_base_fails) for v in verdicts
                    if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs]
@@ -331,6 +348,15 @@ def remove_summary_files(summary_dir: Path) -> None:
         if path.is_symlink() or path.is_file():
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+
+def measured_change_s(verdict: AbVerdict) -> float | None:
+    """The change per step the verdict measured (head - base): the base's median times its ratio less one, so that
+    it agrees with the verdict's estimate (the medians of the two sides' windows alone are noisier); None where
+    nothing was judged."""
+    if verdict.ratio is None or verdict.base_median_s is None:
+        return None
+    return verdict.base_median_s * (verdict.ratio - 1)
 
 
 def prepare_ab(settings: Settings, plan: SessionPlan, root: Path) -> AbJob:

@@ -414,3 +414,47 @@ class AbMeasurement:
     def measurement(self, side: str) -> Measurement:
         """The runs of one side ("base" or "head") as a Measurement."""
         return Measurement(self.case, tuple(getattr(pair, side) for pair in self.pairs))
+
+
+# What a profile keeps (`OpProfile`): the largest ops and CUDA kernels by time, so a profile stays small enough to
+# keep beside a case's runs in its history.
+MAX_PROFILE_OPS = 40
+MAX_PROFILE_KERNELS = 20
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One op (or CUDA kernel, or compiled region) over the steps of a profile: its `calls`, its self time on the
+    host (time inside it, less the ops it called), and its time on the device (CUDA: the kernels it launched itself;
+    None where the device's time per op is not available, as on MPS and the CPU)."""
+
+    name: str
+    calls: int
+    host_self_s: float
+    device_s: float | None = None
+
+
+@dataclass(frozen=True)
+class OpProfile:
+    """A few steps of a warm case profiled with torch.profiler after its timed rounds (never inside them). Totals
+    over `steps` steps: `ops` by name (the `MAX_PROFILE_OPS` largest kept, the rest summed in `other_ops`),
+    `host_s` the host time of the steps, `host_outside_ops_s` the part of it outside every op (Python, hooks, waits),
+    `device_wait_s` the drain after the last step; on CUDA `kernels` by name; `regions` the compiled or
+    captured-graph regions, whose inside torch.profiler cannot give per op; where the device falls back to the CPU
+    (`watches_fallbacks`, MPS) `fallback_warnings` each CPU-fallback message seen with its count; `limits` what the
+    device's profile cannot give. `device` is the case's device, `recorded_at` when it was profiled (a
+    UTC time, set where a history keeps it)."""
+
+    device: str
+    steps: int
+    host_s: float
+    host_outside_ops_s: float
+    ops: tuple[OpTime, ...]
+    other_ops: OpTime | None = None
+    device_wait_s: float = 0.0
+    kernels: tuple[OpTime, ...] = ()
+    regions: tuple[OpTime, ...] = ()
+    fallback_warnings: tuple[tuple[str, int], ...] = ()
+    watches_fallbacks: bool = False
+    limits: tuple[str, ...] = ()
+    recorded_at: str | None = None

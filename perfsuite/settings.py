@@ -60,6 +60,8 @@ DEFAULT_SUMMARY_DIR = WORK_FOLDER
 ON_CHANGE = ("fail", "warn")
 ON_INCONCLUSIVE = ("fail", "warn")
 ON_NO_BASE = ("fail", "warn")
+# Which A/B verdicts get an op-level explanation: every case, the regressed and improved ones (the default), none.
+AB_EXPLAIN = ("all", "changed", "none")
 
 _Default = TypeVar("_Default", int, None)
 
@@ -133,6 +135,9 @@ OPTIONS = (
     Option("ab-budget", "seconds an A/B job may spend measuring: each case gets blocks until it is decided, and "
            f"further rounds stop when the next would not fit (default {AB_DEFAULT_BUDGET_S:.0f}); a case still open "
            "then is inconclusive, saying how much more would decide it"),
+    Option("ab-explain", "all | changed | none: which A/B cases get an op-level explanation, profiled on both "
+           "sides after the timed windows and diffed (ops whose calls changed, new or gone ops, the ops that account "
+           "for the change; default: changed, the regressed and improved ones)"),
     Option("tolerance", "time band for every case, e.g. 0.15 or 15%% (default 0.10, or [tool.perfsuite.tolerance] "
            "per model or benchmark id)", table=True),
     Option("memory-tolerance", "memory band, e.g. 0.10 (default 0.10, or [tool.perfsuite.memory-tolerance] per "
@@ -172,6 +177,7 @@ class RawSettings:
     ab: Any = None
     ab_python: Any = None
     ab_budget: Any = None
+    ab_explain: Any = None
     tolerance: Any = None
     memory_tolerance: Any = None
 
@@ -190,7 +196,8 @@ class Settings:
     history fails the gate (else it is a warning). `ab_revision` and `ab_python` make the session an A/B job (head
     against a base revision and/or interpreter), with `processes` pairs of processes; `inconclusive_fails`: an A/B
     verdict that could not judge fails the job (else it is a warning); `no_base_fails`: a model the base does not
-    have fails the job (else it reads 'no base' and the others are judged).
+    have fails the job (else it reads 'no base' and the others are judged); `ab_explain` which A/B cases get an
+    op-level explanation (all, changed or none).
     """
 
     matrix: MatrixOptions
@@ -216,6 +223,7 @@ class Settings:
     ab_revision: str | None = None
     ab_python: str | None = None
     ab_budget_s: float = AB_DEFAULT_BUDGET_S
+    ab_explain: str = "changed"
 
     @property
     def ab(self) -> bool:
@@ -342,6 +350,8 @@ def validate_settings(
         ab_revision=ab_revision,
         ab_python=ab_python,
         ab_budget_s=_seconds(raw.ab_budget, where("ab_budget"), AB_DEFAULT_BUDGET_S),
+        ab_explain=_one_name(raw.ab_explain, AB_EXPLAIN, where("ab_explain")) if raw.ab_explain is not None
+        else "changed",
         warmup_steps=_count(
             raw.warmup, where("warmup"), minimum=0, default=DEFAULT_WARMUP_STEPS, maximum=MAX_WARMUP_STEPS
         ),

@@ -1,5 +1,6 @@
-"""How an A/B job reads: a sentence per verdict, the terminal table, the summary document (schema `perfsuite-ab`
-version 1, which `perfsuite site --ab` shows), its Markdown and a PNG of the ratios with their intervals."""
+"""How an A/B job reads: a sentence per verdict, the terminal table (with a few lines under each case whose ops
+explain it), the summary document (schema `perfsuite-ab` version 2, which `perfsuite site --ab` shows; version 1,
+without `explanation`, still reads), its Markdown and a PNG of the ratios with their intervals."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.judge.ab import AB_STATUSES, FAMILY_ERROR_RATE, JUDGED_STATUSES, AbVerdict
+from perfsuite.judge.explain import OUTSIDE_OPS, Explanation, OpChange
 from perfsuite.records import AbMeasurement, AbSide
 from perfsuite.render.escape import markdown_text, plot_text, terminal_text
 
 SCHEMA = "perfsuite-ab"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Lines of an explanation under its case in the terminal table (ab.md and ab.json carry every line).
+TERMINAL_EXPLANATION_LINES = 5
+# Ops named in one line of calls changed, new or gone (the rest counted).
+NAMED_OPS = 4
 
 
 def _ms(seconds: float | None) -> str:
@@ -109,12 +115,93 @@ def table_rows(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasu
     return rows
 
 
-def render_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement]) -> str:
-    """The terminal table of `table_rows`, its columns padded to their widest cell."""
+def render_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement],
+                 explanations: Mapping[str, Explanation] | None = None) -> str:
+    """The terminal table of `table_rows`, its columns padded to their widest cell; under each case with an
+    explanation its TERMINAL_EXPLANATION_LINES most telling lines, indented."""
     rows = [TABLE_COLUMNS, *([terminal_text(cell) for cell in row] for row in table_rows(verdicts, measurements))]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return "\n".join(lines) + "\n"
+    shown = [lines[0]]
+    for verdict, line in zip(verdicts, lines[1:], strict=True):
+        shown.append(line)
+        explanation = (explanations or {}).get(verdict.case.benchmark_id)
+        if explanation is not None:
+            shown += [f"    {terminal_text(text)}" for text in terminal_explanation(explanation)]
+    return "\n".join(shown) + "\n"
+
+
+def _ms_change(seconds: float) -> str:
+    return f"{seconds * 1e3:+.3g} ms"
+
+
+def _calls(calls: float | None) -> str:
+    if calls is None:
+        return "?"
+    return f"{calls:.0f}" if float(calls).is_integer() else f"{calls:.2g}"
+
+
+def _op_line(change: OpChange) -> str:
+    if change.name == OUTSIDE_OPS:
+        return (f"host time outside ops (Python, hooks, waits): {_ms(change.base_s)} -> {_ms(change.head_s)} ms a "
+                f"step, {_ms_change(change.change_s)}")
+    calls = (f"calls {_calls(change.base_calls)} -> {_calls(change.head_calls)} a step"
+             if change.base_calls != change.head_calls else f"{_calls(change.head_calls)} calls a step")
+    return f"{change.name}: {calls}, {_ms(change.base_s)} -> {_ms(change.head_s)} ms, {_ms_change(change.change_s)}"
+
+
+def _names(names: Sequence[str]) -> str:
+    if not names:
+        return "none"
+    more = f" and {len(names) - NAMED_OPS} more" if len(names) > NAMED_OPS else ""
+    return ", ".join(names[:NAMED_OPS]) + more
+
+
+def explanation_lines(explanation: Explanation) -> list[tuple[int, str]]:
+    """Every line of an explanation with its rank (0 the most telling), in reading order. Text as measured (names
+    unescaped): each renderer escapes it for its target."""
+    e = explanation
+    basis = "device time (each op's own kernels)" if e.basis == "device" else "host self time"
+    lines: list[tuple[int, str]] = [(0, f"why, by the ops ({basis} a step; {e.steps[0]} and {e.steps[1]} steps "
+                                         f"profiled after the timed windows, against {e.against}):")]
+    for index, change in enumerate(e.top):
+        lines.append((1 if index == 0 else 5 + index, _op_line(change)))
+    these = "these account" if len(e.top) > 1 else "this accounts"
+    profiled_share = "" if e.profiled_share is None else f" ({e.profiled_share:.0%})"
+    if e.basis == "device" and e.measured_change_s is not None:
+        share = "" if e.explained_share is None else f" ({e.explained_share:.0%})"
+        lines.append((2, f"{these} for {_ms_change(e.explained_s)} of the {_ms_change(e.measured_change_s)} a step "
+                         f"measured{share}; the profiled device time changed by {_ms_change(e.profiled_change_s)}"))
+    else:
+        measured = ("" if e.measured_change_s is None else
+                    f"; the timed steps changed by {_ms_change(e.measured_change_s)} (host times under the profiler "
+                    "run higher than timed)")
+        lines.append((2, f"{these} for {_ms_change(e.explained_s)} of the profiled steps' "
+                         f"{_ms_change(e.profiled_change_s)}{profiled_share}{measured}"))
+    if e.fallbacks_changed:
+        lines.append((2, "MPS CPU fallbacks: " + ", ".join(
+            f"{op} {'new, ' if base == 0 else 'gone, ' if head == 0 else ''}{_calls(base)} -> {_calls(head)} calls a "
+            "step" for op, base, head in e.fallbacks_changed)))
+    changed = [f"{c.name} {_calls(c.base_calls)} -> {_calls(c.head_calls)}" for c in e.calls_changed]
+    lines.append((3, f"calls changed: {_names(changed)}; new ops: {_names(e.new_ops)}; gone: {_names(e.gone_ops)}"))
+    if not any(change.name == OUTSIDE_OPS for change in e.top):
+        base_s, head_s = e.host_outside_ops_s
+        lines.append((4, _op_line(OpChange(OUTSIDE_OPS, None, None, base_s, head_s))))
+    if e.copy_calls is not None:
+        lines.append((9, f"copy ops (host-device copies among them): {_calls(e.copy_calls[0])} -> "
+                         f"{_calls(e.copy_calls[1])} calls a step"))
+    for region in e.regions:
+        lines.append((9, f"region {region.name} (not attributable per op): {_ms(region.base_s)} -> "
+                         f"{_ms(region.head_s)} ms a step"))
+    lines += [(9, f"cannot say: {limit}") for limit in e.limits]
+    return lines
+
+
+def terminal_explanation(explanation: Explanation, limit: int = TERMINAL_EXPLANATION_LINES) -> list[str]:
+    """The `limit` most telling lines of an explanation, in reading order (unescaped)."""
+    lines = explanation_lines(explanation)
+    kept = sorted(sorted(range(len(lines)), key=lambda index: lines[index][0])[:limit])
+    return [lines[index][1] for index in kept]
 
 
 def markdown_table(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement]) -> str:
@@ -140,11 +227,14 @@ def render_sides(base: AbSide, head: AbSide, measuring: str | None = None) -> st
 
 
 def measuring_text(in_one_process: bool, process_pairs_reason: str | None, spent_s: float,
-                   budget_s: float | None) -> str:
-    """How the job measured: both sides in each warm process, or process pairs and why; its seconds and budget."""
+                   budget_s: float | None, explaining_s: float | None = None) -> str:
+    """How the job measured: both sides in each warm process, or process pairs and why; its seconds and budget, and
+    of them the seconds spent profiling ops after the timed windows (`explaining_s`, where any were)."""
     how = ("both sides in each warm process, alternating windows" if in_one_process
            else f"each side in a process of its own (process pairs): {process_pairs_reason or 'as asked'}")
-    return how + f"; {spent_s:.0f} s of a {budget_s or 0:.0f} s budget (--perf-ab-budget)"
+    explaining = (f", {explaining_s:.1f} s of them profiling ops after the timed windows (--perf-ab-explain)"
+                  if explaining_s is not None else "")
+    return how + f"; {spent_s:.0f} s of a {budget_s or 0:.0f} s budget (--perf-ab-budget){explaining}"
 
 
 def outcome_line(verdicts: Sequence[AbVerdict], inconclusive_fails: bool = True, no_base_fails: bool = False) -> str:
@@ -168,9 +258,11 @@ def summary_document(
     verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide, head: AbSide,
     started_at: str, inconclusive_fails: bool = True, measuring: Mapping[str, Any] | None = None,
     no_base_fails: bool = False,
+    explanations: Mapping[str, Explanation] | None = None, unexplained: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The A/B summary file's content: both sides, whether the job failed, and per case its verdict (and whether it
-    fails the job), figures and every window pair."""
+    fails the job), figures, every window pair, and its explanation by the ops (`explanation`: the whole diff and
+    its lines; None where none was asked for, `explanation_error` saying why one asked for is missing)."""
 
     def finite(value: float | None) -> float | None:
         return None if value is None or not math.isfinite(value) else value
@@ -205,6 +297,8 @@ def summary_document(
                                      "head": process_pair.head.steps_per_round}}
                 for process_pair in (measurement.pairs if measurement else ())
             ],
+            "explanation": _explanation_document((explanations or {}).get(case.benchmark_id)),
+            "explanation_error": (unexplained or {}).get(case.benchmark_id),
         })
     return {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "started_at": started_at,
@@ -220,20 +314,33 @@ def summary_document(
     }
 
 
+def _explanation_document(explanation: Explanation | None) -> dict[str, Any] | None:
+    if explanation is None:
+        return None
+    return {**explanation.to_dict(), "lines": [text for _, text in explanation_lines(explanation)]}
+
+
 def summary_json(document: Mapping[str, Any]) -> str:
     return json.dumps(document, indent=1, allow_nan=False) + "\n"
 
 
 def summary_markdown(verdicts: Sequence[AbVerdict], measurements: Mapping[str, AbMeasurement], base: AbSide,
                      head: AbSide, inconclusive_fails: bool = True, measuring: str | None = None,
-                     no_base_fails: bool = False) -> str:
+                     no_base_fails: bool = False, explanations: Mapping[str, Explanation] | None = None) -> str:
     """The summary as Markdown (a CI job summary): the outcome, the sides and how they were measured, the table and
-    a sentence per case."""
+    a sentence per case, with every line of its explanation beneath it."""
+
+    def explained(verdict: AbVerdict) -> str:
+        explanation = (explanations or {}).get(verdict.case.benchmark_id)
+        if explanation is None:
+            return ""
+        return "".join(f"  - {markdown_text(text)}\n" for _, text in explanation_lines(explanation))
+
     return (
         "# perfsuite A/B\n\n" + f"**{outcome_line(verdicts, inconclusive_fails, no_base_fails)}**\n\n"
         + "".join(f"- {markdown_text(line)}\n" for line in side_lines(base, head, measuring)) + "\n"
         + markdown_table(verdicts, measurements) + "\n"
-        + "".join(f"- {markdown_text(ab_message(verdict, inconclusive_fails, no_base_fails))}\n"
+        + "".join(f"- {markdown_text(ab_message(verdict, inconclusive_fails, no_base_fails))}\n{explained(verdict)}"
                   for verdict in verdicts)
     )
 

@@ -33,21 +33,31 @@ from pathlib import Path
 from typing import IO, Any
 
 import perfsuite
-from perfsuite.records import AbMeasurement, AbPair, Case, Run, WorkloadSource
+from perfsuite.records import AbMeasurement, AbPair, Case, OpProfile, Run, WorkloadSource
 from perfsuite.run.plan import SessionPlan
-from perfsuite.run.wire import outcome_from_json, run_from_json
+from perfsuite.run.profiling import merge_profiles
+from perfsuite.run.wire import op_profile_from_json, outcome_from_json, run_from_json
 
 # A block's windows per side: about WINDOWS of them in the rounds' max_time_s (pytest-benchmark's
 # --benchmark-max-time), each at least MIN_ROUNDS_PER_WINDOW rounds long, and at least MIN_WINDOWS.
 WINDOWS = 8
 MIN_WINDOWS = 4
 MIN_ROUNDS_PER_WINDOW = 2
+# The steps profiled per side to explain a case (after its timed windows, never inside them): about PROFILE_S
+# seconds of steps, at least MIN_PROFILE_STEPS and at most MAX_PROFILE_STEPS.
+PROFILE_S = 0.1
+MIN_PROFILE_STEPS = 4
+MAX_PROFILE_STEPS = 8
+# The profiled steps of a side come in this many turns, base and head alternating.
+PROFILE_TURNS = 4
 # How long a request may take before the side is declared stuck (a build with compilation included).
 REQUEST_TIMEOUT_S = 1800
 _ERROR_TAIL_CHARACTERS = 1500
 
 # What `look` answers after each block: (decided, windows for the case's next block).
 Look = tuple[bool, int]
+# Called after a block's windows, the case still open on both sides: (its window pairs, the sides, step_s per side).
+AfterWindows = Callable[[Sequence[tuple[float, float]], Sequence["SideHandle"], Mapping[str, float]], None]
 
 
 class AbUnusable(Exception):
@@ -85,6 +95,9 @@ why (`no_base`)."""
     spent_s: float = 0.0
     interrupted: tuple[str, ...] = ()
     no_base: dict[str, str] = field(default_factory=dict)
+    profiles: dict[str, dict[str, OpProfile]] = field(default_factory=dict)
+    profile_failures: dict[str, str] = field(default_factory=dict)
+    profiling_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -329,11 +342,14 @@ class AbInterrupted(Exception):
 def measure_ab(
     plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[str], None],
     schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
+    explain: Callable[[AbMeasurement], bool] | None = None,
 ) -> AbResults:
     """Measure the cases of `plan` on both sides in blocks until `look` calls each decided, or `schedule`'s budget
     or block limit ends it; working files go under `folder`. A worker found dead before a case (killed while idle)
     is replaced, so it costs no case; one that dies during a case's block costs that block. An interrupt (Ctrl-C)
-    kills the workers at once and raises `AbInterrupted` with what was measured before it."""
+    kills the workers at once and raises `AbInterrupted` with what was measured before it. Each case `explain`
+    chooses has its ops profiled on both sides after its timed windows: in the block that decides it, before the case
+    closes (`ExplainWhenDecided`), else once every block is done (`profile_cases`)."""
     results = AbResults(budget_s=schedule.budget_s)
     folder.mkdir(parents=True, exist_ok=True)
     started_s = time.perf_counter()
@@ -403,10 +419,13 @@ def measure_ab(
                             results.failures.setdefault(unmeasured.benchmark_id, []).append(str(error))
                         break
                     first = not blocks[key]
-                    case_started_s = time.perf_counter()
-                    outcome = measure_case_pair(plan, case, handles, rng, folder, first=first,
-                                                windows=windows_next[key])
-                    seconds[key] += time.perf_counter() - case_started_s
+                    case_started_s, profiling_before_s = time.perf_counter(), results.profiling_s
+                    outcome = measure_case_pair(
+                        plan, case, handles, rng, folder, first=first, windows=windows_next[key],
+                        after_windows=None if explain is None else ExplainWhenDecided(
+                            case, blocks[key], explain, schedule.processes, results, show),
+                    )
+                    seconds[key] += time.perf_counter() - case_started_s - (results.profiling_s - profiling_before_s)
                     if isinstance(outcome, str):
                         results.failures.setdefault(key, []).append(outcome)
                         open_cases.remove(case)
@@ -433,6 +452,10 @@ def measure_ab(
             finally:
                 for worker in pair_workers:
                     worker.stop(at_once=stopping)
+        if explain is not None:  # the cases to explain that no block profiled (not decided, or a failed block)
+            chosen = [case for case in plan.cases if explain(AbMeasurement(case, tuple(blocks[case.benchmark_id])))
+                      and case.benchmark_id not in results.profiles]
+            workers = profile_cases(plan, base, head, schedule, workers, chosen, folder, results, show)
     except KeyboardInterrupt:
         stopping = interrupted = True
         results.interrupted = tuple(case.benchmark_id for case in open_cases)
@@ -453,13 +476,138 @@ def measure_ab(
     return results
 
 
+@dataclass
+class ExplainWhenDecided:
+    """`measure_case_pair`'s `after_windows` for one case: where the block just timed decides it as `explain` wants
+    explained (and the case has the K blocks it must have, so it stops here), profile it before it closes."""
+
+    case: Case
+    blocks: Sequence[AbPair]
+    explain: Callable[[AbMeasurement], bool]
+    processes: int
+    results: AbResults
+    show: Callable[[str], None]
+
+    def __call__(self, windows_s: Sequence[tuple[float, float]], sides: Sequence[SideHandle],
+                 step_s: Mapping[str, float]) -> None:
+        key = self.case.benchmark_id
+        if not self.blocks or key in self.results.profiles or len(self.blocks) + 1 < self.processes:
+            return
+        block = replace(self.blocks[-1], windows_s=tuple(windows_s))
+        if not self.explain(AbMeasurement(self.case, (*self.blocks, block))):
+            return
+        started_s = time.perf_counter()
+        profiled = profile_open_case(sides, step_s)
+        self.results.profiling_s += time.perf_counter() - started_s
+        if isinstance(profiled, str):
+            self.results.profile_failures[key] = profiled
+            self.show(f"perfsuite A/B: {key}: could not profile its ops: {profiled}")
+        else:
+            self.results.profiles[key] = profiled
+            self.results.profile_failures.pop(key, None)
+
+
+def profile_steps(step_s: float) -> int:
+    """The steps to profile per side of a case whose step takes `step_s`: about PROFILE_S seconds, within the
+    bounds."""
+    return min(MAX_PROFILE_STEPS, max(MIN_PROFILE_STEPS, math.ceil(PROFILE_S / max(step_s, 1e-6))))
+
+
+def profile_cases(
+    plan: SessionPlan, base: SideSpec, head: SideSpec, schedule: AbSchedule, workers: list[Worker],
+    cases: Sequence[Case], folder: Path, results: AbResults, show: Callable[[str], None],
+) -> list[Worker]:
+    """After every timed window of the job: profile each of `cases` on both sides (`profile_case_pair`: opened and
+    warmed again), in the job's first warm worker (or a new process pair), into `results.profiles`; a case that
+    fails leaves its message in `results.profile_failures`. Returns the workers to stop at the end."""
+    if not cases:
+        return workers
+    started_s = time.perf_counter()
+    models = sorted({case.model for case in cases})
+    pair_workers: list[Worker] = []
+    try:
+        if schedule.in_one_process:
+            if not workers[0].alive:
+                workers[0].stop(at_once=True)
+                workers[0] = start_workers(plan, base, head, replace(schedule, processes=1), cases, models, folder,
+                                           results)[0]
+            handles = [SideHandle(workers[0], base), SideHandle(workers[0], head)]
+        else:
+            pair_workers = start_workers(plan, base, head, schedule, cases, models, folder, results,
+                                         first_number=1000)
+            handles = [SideHandle(pair_workers[0], base), SideHandle(pair_workers[1], head)]
+        for case in cases:
+            profiled = profile_case_pair(case, handles)
+            if isinstance(profiled, str):
+                results.profile_failures[case.benchmark_id] = profiled
+                show(f"perfsuite A/B: {case.benchmark_id}: could not profile its ops: {profiled}")
+            else:
+                results.profiles[case.benchmark_id] = profiled
+    except AbUnusable as error:
+        for case in cases:
+            results.profile_failures.setdefault(case.benchmark_id, str(error))
+    finally:
+        for worker in pair_workers:
+            worker.stop()
+        results.profiling_s += time.perf_counter() - started_s
+    return workers
+
+
+def profile_open_case(sides: Sequence[SideHandle], step_s: Mapping[str, float]) -> dict[str, OpProfile] | str:
+    """The op profile of the case open on each of `sides` (whose step takes `step_s[name]`): PROFILE_TURNS turns of
+    a few profiled steps each, the sides alternating (ABBA), so that a slow spell of the machine lands on both; the
+    case stays open. Or the failure message."""
+    turns: dict[str, list[OpProfile]] = {side.side.name: [] for side in sides}
+    for turn in range(PROFILE_TURNS):
+        for side in sides if turn % 2 == 0 else list(reversed(sides)):
+            name = side.side.name
+            reply = side.request({"op": "profile", "steps": max(1, profile_steps(step_s[name]) // PROFILE_TURNS)})
+            if not reply["ok"]:
+                return f"{name} side: {failure_message(reply)}"
+            turns[name].append(op_profile_from_json(reply["profile"]))
+    return {name: merge_profiles(profiles) for name, profiles in turns.items()}
+
+
+def profile_case_pair(case: Case, sides: Sequence[SideHandle]) -> dict[str, OpProfile] | str:
+    """The op profile of `case` on each side, opened for it (`profile_open_case`); where both do not fit in device
+    memory together, one side after the other. Or the failure message."""
+    opened: list[SideHandle] = []
+    step_s: dict[str, float] = {}
+    try:
+        for side in sides:
+            reply = side.request({"op": "open", "case": case.__dict__, "output_path": None})
+            if not reply["ok"] and opened and reply["outcome"]["failure"]["kind"] == "out-of-memory":
+                opened.pop().request({"op": "close"})  # both do not fit together: one side at a time
+                profiles: dict[str, OpProfile] = {}
+                for alone in sides:
+                    reply = alone.request({"op": "open", "case": case.__dict__, "output_path": None})
+                    if not reply["ok"]:
+                        return f"{alone.side.name} side, alone on the device: {failure_message(reply)}"
+                    profiled = profile_open_case([alone], {alone.side.name: reply["step_s"]})
+                    alone.request({"op": "close"})
+                    if isinstance(profiled, str):
+                        return profiled
+                    profiles.update(profiled)
+                return profiles
+            if not reply["ok"]:
+                return f"{side.side.name} side: {failure_message(reply)}"
+            opened.append(side)
+            step_s[side.side.name] = reply["step_s"]
+        return profile_open_case(sides, step_s)
+    finally:
+        for side in opened:
+            if side.alive:
+                side.request({"op": "close"})
+
+
 def measure_case_pair(
     plan: SessionPlan, case: Case, sides: Sequence[SideHandle], order: random.Random, folder: Path, first: bool,
-    windows: int | None = None,
+    windows: int | None = None, after_windows: AfterWindows | None = None,
 ) -> tuple[AbPair, float | None, tuple[str | None, str | None]] | str:
     """One block of a case: opened on both sides, `windows` window pairs (default: the window plan's) in ABBA order,
-    closed on both. Returns the block, the largest output difference (first block only) and each side's model file;
-    or the failure message."""
+    `after_windows` called with them while the case is still open on both (to profile it), closed on both. Returns
+    the block, the largest output difference (first block only) and each side's model file; or the failure
+    message."""
     base, head = sides
     outputs = {side.side.name: folder / f"{side.side.name}-{case.benchmark_id}.pt" for side in sides}
     opened: list[SideHandle] = []
@@ -495,6 +643,8 @@ def measure_case_pair(
                     return f"{side.side.name} side: {failure_message(reply)}"
                 times[side.side.name] = statistics.median(reply["times_s"])
             windows_s.append((times["base"], times["head"]))
+        if after_windows is not None:
+            after_windows(windows_s, sides, {name: reply["step_s"] for name, reply in replies.items()})
         runs: dict[str, Run] = {}
         for side in sides:
             reply = side.request({"op": "close"})

@@ -8,6 +8,9 @@ requests, one JSON line each on its standard input, with one JSON line each on i
   the numbers check;
 - `{"op": "window", "side": S, "duration_s": D}`: time rounds of side S's open case for about D seconds; reply each
   round's time per step;
+- `{"op": "profile", "side": S, "steps": N}`: profile N steps of side S's open case with torch.profiler
+  (`perfsuite.run.profiling.profile_ops`), never inside a window; reply its op profile (`wire.op_profile_to_json`);
+  a failure leaves the case open;
 - `{"op": "close", "side": S}`: reply side S's run of the case (every round of its windows, its memory figures; None
   when no window was timed) and release it;
 - `{"op": "exit"}`.
@@ -173,6 +176,17 @@ def serve(spec: Mapping[str, Any], requests: IO[str], replies: IO[str]) -> int:
                     times_s = warm[name].time_rounds(float(request["duration_s"]))
                     round_times_s[name] += times_s
                     reply({"ok": True, "times_s": times_s})
+                elif op == "profile":
+                    from perfsuite.run.profiling import profile_ops
+                    from perfsuite.run.wire import op_profile_to_json
+
+                    opened = warm[name]
+                    try:
+                        profile = profile_ops(opened.prepared.run_step, opened.device, int(request["steps"]))
+                    except Exception as error:  # the case stays open: its block's windows are timed already
+                        reply({"ok": False, "outcome": outcome_to_json(failure_of(opened.case, error))})
+                        continue
+                    reply({"ok": True, "profile": op_profile_to_json(profile)})
                 elif op == "close":
                     times_s = round_times_s.pop(name, [])
                     run = None

@@ -1,11 +1,20 @@
-"""GPU kernel time of a CUDA step from torch.profiler, outside the timed rounds."""
+"""torch.profiler outside the timed rounds: the GPU kernel time of a CUDA step, and the ops of a few steps of a warm
+case (what an A/B verdict's explanation and a recorded history compare). torch is imported where it is used, so
+merging profiles needs none."""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-import torch
+from perfsuite.records import MAX_PROFILE_KERNELS, MAX_PROFILE_OPS, OpProfile, OpTime
+
+if TYPE_CHECKING:
+    from perfsuite.run.devices import DeviceBackend
 
 PROFILED_STEPS = 5
 
@@ -17,6 +26,7 @@ def cuda_kernel_times_s(run_step: Callable[[], object], steps: int = PROFILED_ST
     the GPU was busy per step. `span_s`: the median over steps of last GPU end - first GPU start within the step
     (busy time plus the gaps between kernels); None when the steps cannot be told apart in the trace.
     """
+    import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -48,3 +58,152 @@ def gpu_busy_fraction(kernel_s: float | None, step_s: float) -> float | None:
     if kernel_s is None or step_s <= 0:
         return None
     return min(1.0, kernel_s / step_s)
+
+
+# Events whose inside torch.profiler cannot split per op: torch.compile's regions and generated code, and CUDA graph
+# replays (one launch, many kernels). Their time is kept per region and said to be unattributable.
+UNATTRIBUTABLE_PREFIXES = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph", "## Call Compiled",
+                           "cudaGraphLaunch", "CUDAGraph")
+_STEP_MARKER = "perfsuite-profiled-step-"
+# The ops beyond a profile's largest, summed.
+OTHER_OPS = "(other ops)"
+
+
+def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: int) -> OpProfile:
+    """Profile `steps` steps of a warm case with torch.profiler, back to back as a round runs them and drained once
+    after the last (never inside a timed round: the profiler's overhead would enter the figure). On CUDA the
+    device activity is profiled too (time per kernel, and per op the kernels it launched); on MPS every CPU-fallback
+    warning of the steps is kept (torch.set_warn_always, so each call warns, not only the first of the process)."""
+    import warnings
+
+    import torch
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler import profile, record_function
+
+    warned_always = torch.is_warn_always_enabled()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if device.falls_back_to_cpu:
+            torch.set_warn_always(True)
+        try:
+            # torch.autograd's profiler, which torch.profiler.profile wraps: the wrapper's start imports
+            # torch._inductor (seconds, once per process) to ask about CUDA graphs.
+            with profile(use_cpu=True, use_device=device.name if device.profiles_kernels else None,
+                         use_kineto=True) as profiler:
+                for index in range(steps):
+                    with record_function(f"{_STEP_MARKER}{index}"):
+                        run_step()
+                wait_started_s = time.perf_counter()
+                device.synchronize()
+                device_wait_s = time.perf_counter() - wait_started_s
+        finally:
+            torch.set_warn_always(warned_always)
+    events = list(profiler.function_events)
+    markers = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith(_STEP_MARKER)]
+    inside: dict[int, bool] = {}
+
+    def in_a_step(event: Any) -> bool:
+        key = id(event)
+        if key not in inside:
+            parent = event.cpu_parent
+            inside[key] = parent is not None and (parent.name.startswith(_STEP_MARKER) or in_a_step(parent))
+        return inside[key]
+
+    ops: dict[str, list[float]] = {}
+    regions: dict[str, list[float]] = {}
+    outside_us = sum(marker.self_cpu_time_total for marker in markers)
+    for event in events:
+        if event.device_type != DeviceType.CPU or event.name.startswith(_STEP_MARKER) or not in_a_step(event):
+            continue
+        device_us = float(getattr(event, "self_device_time_total", 0.0) or 0.0)
+        if event.name.startswith(UNATTRIBUTABLE_PREFIXES):
+            target = regions
+        elif getattr(event, "is_user_annotation", False):
+            outside_us += event.self_cpu_time_total  # the user's own record_function: Python between ops
+            continue
+        else:
+            target = ops
+        totals = target.setdefault(event.name, [0, 0.0, 0.0])
+        totals[0] += 1
+        totals[1] += event.self_cpu_time_total
+        totals[2] += device_us
+    kernels: dict[str, list[float]] = {}
+    for event in events:
+        if event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation", False):
+            totals = kernels.setdefault(event.name, [0, 0.0, 0.0])
+            totals[0] += 1
+            totals[2] += event.time_range.end - event.time_range.start
+    on_cuda = device.profiles_kernels
+
+    def times(table: dict[str, list[float]], limit: int | None) -> tuple[tuple[OpTime, ...], OpTime | None]:
+        ranked = sorted(table.items(), key=lambda item: -(item[1][1] + item[1][2]))
+        kept = [OpTime(name, int(calls), host_us / 1e6, device_us / 1e6 if on_cuda else None)
+                for name, (calls, host_us, device_us) in ranked[:limit]]
+        rest = ranked[limit:] if limit is not None else []
+        other = None
+        if rest:
+            other = OpTime(OTHER_OPS, int(sum(t[0] for _, t in rest)),
+                           sum(t[1] for _, t in rest) / 1e6, sum(t[2] for _, t in rest) / 1e6 if on_cuda else None)
+        return tuple(kept), other
+
+    kept_ops, other_ops = times(ops, MAX_PROFILE_OPS)
+    fallback_warnings = Counter(str(warning.message) for warning in caught
+                                if device.falls_back_to_cpu and "CPU" in str(warning.message))
+    return OpProfile(
+        device=device.name, steps=steps, host_s=sum(marker.cpu_time_total for marker in markers) / 1e6,
+        host_outside_ops_s=outside_us / 1e6, ops=kept_ops, other_ops=other_ops, device_wait_s=device_wait_s,
+        kernels=times(kernels, MAX_PROFILE_KERNELS)[0], regions=times(regions, None)[0],
+        fallback_warnings=tuple(fallback_warnings.most_common(MAX_PROFILE_KERNELS)),
+        watches_fallbacks=device.falls_back_to_cpu,
+        limits=(device.op_profile_limit,) if device.op_profile_limit else (),
+    )
+
+
+def merge_profiles(profiles: Sequence[OpProfile]) -> OpProfile:
+    """One profile of the turns of one case on one side: calls summed, each time the median over the turns of its
+    time per step (so a burst of other work that hit one turn weighs little), times the steps of all turns; the
+    largest ops kept."""
+    steps = sum(profile.steps for profile in profiles)
+
+    def typical(per_turn: Sequence[float | None]) -> float | None:
+        known = [value for value in per_turn if value is not None]
+        return statistics.median(known) * steps if known else None
+
+    def merged(tables: Sequence[Sequence[OpTime]], limit: int | None) -> tuple[tuple[OpTime, ...], list[OpTime]]:
+        names = list(dict.fromkeys(op.name for table in tables for op in table))
+        found = [{op.name: op for op in table} for table in tables]
+        ops = []
+        for name in names:
+            seen = [(table.get(name), profile.steps) for table, profile in zip(found, profiles, strict=True)]
+            host = [op.host_self_s / turn_steps if op else 0.0 for op, turn_steps in seen]
+            device = [(op.device_s if op else 0.0) for op, _ in seen]
+            device_per_step = [None if value is None else value / turn_steps
+                               for value, (_, turn_steps) in zip(device, seen, strict=True)]
+            ops.append(OpTime(name, sum(op.calls for op, _ in seen if op), typical(host) or 0.0,
+                              typical(device_per_step) if any(op and op.device_s is not None for op, _ in seen)
+                              else None))
+        ranked = sorted(ops, key=lambda op: -(op.host_self_s + (op.device_s or 0.0)))
+        return tuple(ranked[:limit]), ranked[limit:] if limit is not None else []
+
+    ops, rest = merged([profile.ops for profile in profiles], MAX_PROFILE_OPS)
+    rest += [profile.other_ops for profile in profiles if profile.other_ops is not None]
+    other = None
+    if rest:
+        devices = [op.device_s for op in rest if op.device_s is not None]
+        other = OpTime(OTHER_OPS, sum(op.calls for op in rest), sum(op.host_self_s for op in rest),
+                       sum(devices) if devices else None)
+    warnings: Counter[str] = Counter()
+    for profile in profiles:
+        warnings.update(dict(profile.fallback_warnings))
+
+    def per_step(value: Callable[[OpProfile], float]) -> float:
+        return typical([value(profile) / profile.steps for profile in profiles]) or 0.0
+
+    return replace(
+        profiles[0], steps=steps, host_s=per_step(lambda p: p.host_s),
+        host_outside_ops_s=per_step(lambda p: p.host_outside_ops_s), ops=ops, other_ops=other,
+        device_wait_s=per_step(lambda p: p.device_wait_s),
+        kernels=merged([p.kernels for p in profiles], MAX_PROFILE_KERNELS)[0],
+        regions=merged([p.regions for p in profiles], None)[0],
+        fallback_warnings=tuple(warnings.most_common(MAX_PROFILE_KERNELS)),
+    )

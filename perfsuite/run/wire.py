@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from perfsuite.records import Case, Failure, Outcome, Run
+from perfsuite.records import Case, Failure, OpProfile, OpTime, Outcome, Run
 
 
 def run_to_json(run: Run) -> dict[str, Any]:
@@ -47,3 +47,29 @@ def outcome_from_json(document: Mapping[str, Any]) -> Outcome:
         values = dict(document["failure"])
         return Failure(**{**values, "case": Case(**values["case"])})
     return None
+
+
+def op_profile_to_json(profile: OpProfile) -> dict[str, Any]:
+    """`profile` as JSON-ready data (times in seconds, totals over its steps)."""
+    document = asdict(profile)
+    document["fallback_warnings"] = [list(item) for item in profile.fallback_warnings]
+    document["limits"] = list(profile.limits)
+    return document
+
+
+def op_profile_from_json(document: Mapping[str, Any]) -> OpProfile:
+    """The `OpProfile` that `op_profile_to_json` wrote; ValueError, KeyError or TypeError on another shape."""
+    values = dict(document)
+
+    def op(item: Mapping[str, Any]) -> OpTime:
+        return OpTime(str(item["name"]), int(item["calls"]), float(item["host_self_s"]),
+                      None if item.get("device_s") is None else float(item["device_s"]))
+
+    values["ops"] = tuple(op(item) for item in values["ops"])
+    values["kernels"] = tuple(op(item) for item in values.get("kernels") or ())
+    values["regions"] = tuple(op(item) for item in values.get("regions") or ())
+    values["other_ops"] = None if values.get("other_ops") is None else op(values["other_ops"])
+    values["limits"] = tuple(str(limit) for limit in values.get("limits") or ())
+    values["fallback_warnings"] = tuple((str(message), int(count))
+                                        for message, count in values.get("fallback_warnings") or ())
+    return OpProfile(**values)

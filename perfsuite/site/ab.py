@@ -1,4 +1,5 @@
-"""A/B summary files (schema `perfsuite-ab` version 1): a base and a head revision measured case by case.
+"""A/B summary files (schema `perfsuite-ab`, versions 1 and 2): a base and a head revision measured case by case;
+version 2 adds each case's explanation by the ops (`explanation`, its `lines` shown here).
 
 Every field but "schema" is optional. Each case entry is validated on its own: a bad one becomes a FileProblem
 naming the file, the entry and the field, and the other entries are kept. The reader never raises.
@@ -19,6 +20,8 @@ from perfsuite.store.archive import FileProblem
 from perfsuite.store.jsonfile import read_json_file
 
 CASE_FIELDS = ("device", "dtype", "model", "batch_size", "mode", "profile", "compile")
+# The versions this reader reads: 1 has no explanations.
+READ_VERSIONS = (1, SCHEMA_VERSION)
 REMEDY = "Write the A/B summary again with the A/B command, or leave the file out of --ab."
 
 
@@ -52,6 +55,7 @@ class AbCase:
     tolerance: float | None
     largest_output_difference: float | None
     message: str | None
+    explanation: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,20 @@ def _case(entry: Any, index: int) -> AbCase:
         tolerance=_number(entry, "tolerance", where, 0, strictly=False, below=1),
         largest_output_difference=_number(entry, "largest_output_difference", where, 0, strictly=False),
         message=_text(entry, "message", where),
+        explanation=_explanation_lines(entry, where),
     )
+
+
+def _explanation_lines(entry: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The lines of a case's explanation by the ops (none where the file has none)."""
+    explanation = entry.get("explanation")
+    if explanation is None:
+        return ()
+    lines = explanation.get("lines") if isinstance(explanation, dict) else None
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        raise _Problem(f"{where}: 'explanation' should be an object whose 'lines' is a list of text, got "
+                       f"{explanation!r:.60}")
+    return tuple(lines)
 
 
 def ab_summary_from_json(document: Any, path: Path) -> AbReading:
@@ -158,11 +175,11 @@ def ab_summary_from_json(document: Any, path: Path) -> AbReading:
         return AbReading(None, (FileProblem(path, f"is not an A/B summary: its \"schema\" is {found!r}, not "
                                                   f"{SCHEMA!r}", REMEDY),))
     version = document.get("schema_version")
-    if version is not None and (isinstance(version, bool) or version != SCHEMA_VERSION):
+    if version is not None and (isinstance(version, bool) or version not in READ_VERSIONS):
         newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
         remedy = "Upgrade perfsuite to read it." if newer else REMEDY
         return AbReading(None, (FileProblem(path, f"has schema_version {version!r}; this perfsuite reads "
-                                                  f"{SCHEMA_VERSION}", remedy),))
+                                                  f"{' and '.join(map(str, READ_VERSIONS))}", remedy),))
     try:
         base, head = _side(document, "base"), _side(document, "head")
         started_at = _text(document, "started_at", "the summary")

@@ -396,9 +396,16 @@ def _case_text(entry: AbCase) -> str:
     return " ".join(str(fields[k]) for k in ("device", "dtype", "model", "batch_size", "mode") if k in fields) or "?"
 
 
+def _explanation_list(lines: Sequence[str]) -> str:
+    """A case's explanation by the ops, a list item per line (nothing where it has none)."""
+    if not lines:
+        return ""
+    return '<ul class="explanation">' + "".join(f"<li>{html_text(line)}</li>" for line in lines) + "</ul>"
+
+
 def ab_section(reading: AbReading, label: str) -> str:
     """One A/B file: both sides, a row per good case (status, medians, ratio with its bounds, floor, band, the
-    largest output difference, the message), then its bad entries."""
+    largest output difference, the message and the explanation by the ops), then its bad entries."""
     summary = reading.summary
     if summary is None:
         return (f"<section class=\"ab\">\n<h2>{html_text(label)}</h2>\n"
@@ -413,7 +420,7 @@ def ab_section(reading: AbReading, label: str) -> str:
             cell(format_seconds(entry.base_median_s)), cell(format_seconds(entry.head_median_s)),
             cell(format_ratio(entry.ratio) + bounds), cell(floor_text(entry.floor)),
             cell(format_percent(entry.tolerance)), cell(ABSENT if difference is None else f"{difference:.3g}"),
-            cell(entry.message or ""),
+            f"<td>{html_text(entry.message or '')}{_explanation_list(entry.explanation)}</td>",
         ])
     counts = ", ".join(f"{sum(1 for c in summary.cases if c.status == s)} {s}"
                        for s in dict.fromkeys(c.status or "no status" for c in summary.cases))

@@ -17,7 +17,7 @@ TOML_VALUES = {
     "ddp-processes": 2, "update-baseline": True, "rebaseline": False, "on-change": "warn", "on-inconclusive": "warn",
     "on-no-base": "fail", "machine": "ci-m2",
     "baseline-dir": "baselines", "summary-dir": ".perfsuite", "tolerance": 0.1, "memory-tolerance": 0.2,
-    "ab": "merge-base", "ab-python": "/usr/bin/python3", "ab-budget": 120,
+    "ab": "merge-base", "ab-python": "/usr/bin/python3", "ab-budget": 120, "ab-explain": "all",
 }
 
 

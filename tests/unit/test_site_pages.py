@@ -147,3 +147,16 @@ def test_case_page_names_of_long_keys_are_cut_and_told_apart_by_a_hash():
     assert len(set(names.values())) == 2
     assert all(len(name.encode()) <= pages.MAX_PAGE_STEM_CHARS + len(".html") for name in names.values())
     assert all(re.fullmatch(r"mps--m+-[0-9a-f]{12}\.html", name) for name in names.values())
+
+
+def test_the_ab_section_lists_a_cases_explanation_by_the_ops_and_still_reads_version_1():
+    case = {"benchmark_id": "cpu-fp32-wide-bs64-infer-smoke", "status": "regressed", "ratio": 1.5,
+            "explanation": {"lines": ["why, by the ops (host self time a step)", "aten::addmm: calls 2 -> 4 a step"]}}
+    document = {"schema": "perfsuite-ab", "schema_version": 2, "cases": [case, {**case, "explanation": {"lines": 3}}]}
+    reading = ab_summary_from_json(document, Path("ab.json"))
+    html = pages.ab_section(reading, "ab.json")
+    assert '<ul class="explanation"><li>why, by the ops (host self time a step)</li>' in html
+    assert "<li>aten::addmm: calls 2 -&gt; 4 a step</li>" in html
+    assert "&#x27;explanation&#x27; should be an object whose &#x27;lines&#x27; is a list of text" in html
+    old = ab_summary_from_json({**document, "schema_version": 1, "cases": [{"status": "unchanged"}]}, Path("a.json"))
+    assert old.summary is not None and old.summary.cases[0].explanation == () and not old.problems

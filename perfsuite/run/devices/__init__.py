@@ -55,6 +55,10 @@ class DeviceBackend(Protocol):
     replays_cuda_graphs: bool
     # Whether torch.profiler times its kernels (`kernel_time_s` answers): the GPU time that host noise does not move.
     profiles_kernels: bool
+    # Whether ops that the device lacks fall back to the CPU with a warning per call (MPS): an op profile keeps them.
+    falls_back_to_cpu: bool
+    # What an op profile of this device cannot give (a sentence), "" where it gives every op's time.
+    op_profile_limit: str
     # Whether a channels_last training step is first checked against the contiguous layout here.
     checks_channels_last_gradients: bool
     # The torch.distributed backend of a train-ddp rank here; None where DDP cannot run (and `ddp_unsupported` says

@@ -22,6 +22,8 @@ class TorchDevice:
     is_accelerator = True
     replays_cuda_graphs = False
     profiles_kernels = False
+    falls_back_to_cpu = False
+    op_profile_limit = ""
     checks_channels_last_gradients = False
     ddp_backend: str | None = None
     ddp_unsupported = ""

@@ -33,6 +33,11 @@ class Backend(TorchDevice):
     checks_channels_last_gradients = True
     ddp_unsupported = ONE_DEVICE
     ignores_pin_memory = "on MPS (it warns and loads into ordinary memory; pytorch/pytorch#86060)"
+    falls_back_to_cpu = True
+    op_profile_limit = (
+        "device time per op is not available on MPS (torch.profiler has no ProfilerActivity.MPS, pytorch #99037): "
+        "shown are the ops' host times, the ops that fell back to the CPU and the copy ops"
+    )
 
     def availability(self) -> Availability:
         import torch

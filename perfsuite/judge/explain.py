@@ -1,0 +1,195 @@
+"""Why a verdict changed: the op profiles of two sides (`OpProfile`, a few steps each, profiled after the timed
+windows) diffed into the ops whose calls changed, the ops new or gone, the ops that account for most of the change
+in time and how much of the measured change they account for. Pure functions: no torch, no files.
+
+The time compared is the host's (each op's self time on the host, and the host time outside every op: Python,
+hooks, waits) unless both sides ran on CUDA with the device busy for most of the step, where it is the device's
+(each op's own kernels). What cannot be split per op says so instead of guessing: a compiled or CUDA-graph region is
+one line of its own, and on MPS, where torch.profiler has no device activity (no `ProfilerActivity.MPS`, pytorch
+#99037), the ops that fell back to the CPU (from MPS's own fallback warnings) and the copy ops are shown instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from perfsuite.coverage.runtime import fallback_op_of_warning, kernel_cpu_copy
+from perfsuite.records import OpProfile, OpTime
+
+Basis = Literal["host", "device"]
+# The host time outside every op, ranked among the ops as one more contributor.
+OUTSIDE_OPS = "(host time outside ops)"
+# The contributors named: the ops that account for most of the change, at most this many.
+TOP_CONTRIBUTORS = 3
+# A device busy for at least this share of the step makes the device's time the one compared (CUDA only).
+DEVICE_BUSY_SHARE = 0.5
+# Ops that copy tensors (on MPS, the host-device copies of a CPU fallback among them: at::_to_cpu, then a copy back).
+COPY_OPS = ("aten::_to_cpu", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::copy_", "aten::_to_copy")
+
+
+@dataclass(frozen=True)
+class OpChange:
+    """One op on both sides, per step: calls, and time on the explanation's basis (None: not among that side's
+    kept ops, so unknown)."""
+
+    name: str
+    base_calls: float | None
+    head_calls: float | None
+    base_s: float | None
+    head_s: float | None
+
+    @property
+    def change_s(self) -> float:
+        return (self.head_s or 0.0) - (self.base_s or 0.0)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The diff of two op profiles (all figures per step). `against` says what the base profile is (this job's base
+    side, or a history's recorded summary); `basis` whether times are the host's or the device's; `measured_change_s`
+    the timed figures' change (head - base), `profiled_change_s` the profiles' own; `top` the ops accounting for most
+    of the change (in its direction) and `explained_s` their sum; `calls_changed`, `new_ops`, `gone_ops`;
+    `host_outside_ops_s` (base, head); on MPS the CPU fallbacks new, gone or changed (op, base calls, head calls) and
+    the copy ops' calls; `regions` compiled or CUDA-graph regions (unattributable per op); `limits` what the
+    explanation cannot say."""
+
+    against: str
+    basis: Basis
+    steps: tuple[int, int]
+    measured_change_s: float | None
+    profiled_change_s: float
+    top: tuple[OpChange, ...]
+    explained_s: float
+    calls_changed: tuple[OpChange, ...]
+    new_ops: tuple[str, ...]
+    gone_ops: tuple[str, ...]
+    host_outside_ops_s: tuple[float, float]
+    fallbacks_changed: tuple[tuple[str, float, float], ...] = ()
+    copy_calls: tuple[float, float] | None = None
+    regions: tuple[OpChange, ...] = ()
+    limits: tuple[str, ...] = ()
+
+    @property
+    def explained_share(self) -> float | None:
+        """The share of the measured change the top ops account for (None where nothing was measured to change)."""
+        change = self.measured_change_s
+        if change is None or change == 0 or not math.isfinite(change):
+            return None
+        return self.explained_s / change
+
+    @property
+    def profiled_share(self) -> float | None:
+        """The share of the profiled steps' own change the top ops account for."""
+        change = self.profiled_change_s
+        return None if change == 0 or not math.isfinite(change) else self.explained_s / change
+
+    @property
+    def new_fallbacks(self) -> tuple[str, ...]:
+        return tuple(op for op, base, head in self.fallbacks_changed if base == 0 and head > 0)
+
+    @property
+    def gone_fallbacks(self) -> tuple[str, ...]:
+        return tuple(op for op, base, head in self.fallbacks_changed if head == 0 and base > 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["explained_share"] = self.explained_share
+        document["profiled_share"] = self.profiled_share
+        document["new_fallbacks"] = list(self.new_fallbacks)
+        document["gone_fallbacks"] = list(self.gone_fallbacks)
+        return document
+
+
+def wants_explanation(mode: str, status: str | None) -> bool:
+    """Whether a case with verdict `status` (None: not decided) gets an explanation under --perf-ab-explain `mode`
+    (all, changed or none)."""
+    return mode == "all" or mode == "changed" and status in ("regressed", "improved")
+
+
+def fallback_calls(profile: OpProfile) -> Counter[str]:
+    """Calls of each op that fell back to the CPU, from the MPS fallback warnings the profile kept."""
+    calls: Counter[str] = Counter()
+    for message, count in profile.fallback_warnings:
+        op = fallback_op_of_warning(message)
+        if op is None:
+            copy = kernel_cpu_copy(message)
+            op = copy[0] if copy else None
+        if op is not None:
+            calls[op] += count
+    return calls
+
+
+def busy_device(profile: OpProfile) -> bool:
+    """Whether the profile's device was busy for most of its steps (its kernels, where the profiler recorded any,
+    against the host's step time)."""
+    if not profile.kernels:
+        return False
+    kernel_s = sum(kernel.device_s or 0.0 for kernel in profile.kernels)
+    return kernel_s >= DEVICE_BUSY_SHARE * max(profile.host_s + profile.device_wait_s, 1e-12)
+
+
+def _per_step(profile: OpProfile, ops: Sequence[OpTime], basis: Basis) -> dict[str, tuple[float, float]]:
+    steps = max(profile.steps, 1)
+    return {op.name: (op.calls / steps, ((op.device_s or 0.0) if basis == "device" else op.host_self_s) / steps)
+            for op in ops}
+
+
+def _changes(base: Mapping[str, tuple[float, float]], head: Mapping[str, tuple[float, float]],
+             base_complete: bool, head_complete: bool) -> list[OpChange]:
+    changes = []
+    for name in sorted({*base, *head}):
+        base_calls, base_s = base.get(name, (0.0, 0.0) if base_complete else (None, None))
+        head_calls, head_s = head.get(name, (0.0, 0.0) if head_complete else (None, None))
+        changes.append(OpChange(name, base_calls, head_calls, base_s, head_s))
+    return changes
+
+
+def explain(base: OpProfile, head: OpProfile, measured_change_s: float | None,
+            against: str = "the base side of this job") -> Explanation:
+    """The diff of `head`'s op profile against `base`'s, with the timed figures' change per step (head - base)."""
+    basis: Basis = "device" if busy_device(base) and busy_device(head) else "host"
+    base_ops, head_ops = _per_step(base, base.ops, basis), _per_step(head, head.ops, basis)
+    changes = _changes(base_ops, head_ops, base.other_ops is None, head.other_ops is None)
+    outside = (base.host_outside_ops_s / max(base.steps, 1), head.host_outside_ops_s / max(head.steps, 1))
+    regions = _changes(_per_step(base, base.regions, basis), _per_step(head, head.regions, basis), True, True)
+    contributors = [*changes, *regions]
+    if basis == "host":
+        contributors.append(OpChange(OUTSIDE_OPS, None, None, outside[0], outside[1]))
+    profiled_change_s = sum(change.change_s for change in contributors)
+    direction = measured_change_s if measured_change_s else profiled_change_s
+    same_way = [c for c in contributors if c.change_s * direction > 0 and c.base_s is not None and c.head_s is not None]
+    top = tuple(sorted(same_way, key=lambda c: -abs(c.change_s))[:TOP_CONTRIBUTORS])
+    calls_changed = tuple(
+        c for c in changes
+        if c.base_calls is not None and c.head_calls is not None and round(c.base_calls, 2) != round(c.head_calls, 2)
+    )
+    limits = []
+    if base.regions or head.regions:
+        limits.append("compiled or CUDA-graph regions ran here: torch.profiler cannot split their time per op, so "
+                      "each region is one line of its own")
+    limits += list(dict.fromkeys([*base.limits, *head.limits]))
+    if base.other_ops is not None or head.other_ops is not None:
+        limits.append("only each side's largest ops are kept: an op below them reads as unknown, not as new or gone")
+    base_fallbacks, head_fallbacks = fallback_calls(base), fallback_calls(head)
+    fallbacks_changed = tuple(
+        (op, base_fallbacks[op] / max(base.steps, 1), head_fallbacks[op] / max(head.steps, 1))
+        for op in sorted({*base_fallbacks, *head_fallbacks})
+        if base_fallbacks[op] / max(base.steps, 1) != head_fallbacks[op] / max(head.steps, 1)
+    )
+    copy_calls = None
+    if base.watches_fallbacks or head.watches_fallbacks:
+        copy_calls = tuple(sum(ops[name][0] for name in COPY_OPS if name in ops) for ops in (base_ops, head_ops))
+    return Explanation(
+        against=against, basis=basis, steps=(base.steps, head.steps), measured_change_s=measured_change_s,
+        profiled_change_s=profiled_change_s, top=top, explained_s=sum(change.change_s for change in top),
+        calls_changed=calls_changed,
+        new_ops=tuple(c.name for c in changes if c.base_calls == 0 and (c.head_calls or 0) > 0),
+        gone_ops=tuple(c.name for c in changes if c.head_calls == 0 and (c.base_calls or 0) > 0),
+        host_outside_ops_s=outside, fallbacks_changed=fallbacks_changed,
+        copy_calls=copy_calls,  # type: ignore[arg-type]
+        regions=tuple(regions), limits=tuple(limits),
+    )

@@ -413,3 +413,20 @@ def test_our_own_workflow_can_bisect_a_regression_when_its_switch_is_set():
     step = next(step for step in record["steps"] if "perfsuite ci bisect" in step.get("run", ""))
     assert step["if"] == "env.PERF_BISECT_ON_REGRESSION == 'true'"
     assert record["env"]["PERF_BISECT_ON_REGRESSION"] == "false"
+
+
+def test_the_site_step_marks_the_bisect_records_kept_with_the_history():
+    assert ci.site_command()[-2:] == ["-o", ci.SITE_DIR]
+    assert ci.site_command([Path("a.json"), Path("b.json")])[-3:] == ["--bisect", "a.json", "b.json"]
+
+
+def test_a_bisect_record_kept_with_the_history_is_published_with_it(tmp_path, origin):
+    clone = _clone_with_origin(tmp_path, "mac1", origin)
+    ci.checkout_history(clone, "perf-history")
+    _record(clone, "perf-m2-max")
+    kept = clone / ci.HISTORY_DIR / ci.BISECT_DIR / "perf-m2-max-0123456789ab.json"
+    kept.parent.mkdir()
+    kept.write_text("{}\n")
+    assert ci.publish_history(clone / ci.HISTORY_DIR, "perf-history", "perf-m2-max", {}) == 0
+    assert _git(origin, "ls-tree", "-r", "--name-only", "perf-history").split() == [
+        "baselines/mps/perf-m2-max.json", "bisect/perf-m2-max-0123456789ab.json"]

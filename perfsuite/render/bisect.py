@@ -28,11 +28,17 @@ def reading_text(step: Step) -> str:
     """The step's status with its headline case's ratio, interval and floor."""
     case = step.headline
     if case is None or case.ratio is None:
-        return step.status + (f" ({step.reason})" if step.reason else "")
+        return step.status + (f" ({_last_line(step.reason)})" if step.reason else "")
     bounds = case.ci_low is not None and case.ci_high is not None
     interval = f" [{case.ci_low:.3f}, {case.ci_high:.3f}]" if bounds else ""
     several = f" ({case.benchmark_id} of {len(step.cases)} cases)" if len(step.cases) > 1 else ""
     return f"{step.status}: x{case.ratio:.3f}{interval}, floor {_percent(case.floor)}{several}"
+
+
+def _last_line(reason: str) -> str:
+    """The last line of a reason (pytest's says why; the whole tail is in the step's record and the log)."""
+    lines = [line.strip() for line in reason.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else reason
 
 
 def range_line(positions: Sequence[Position]) -> str:
@@ -105,7 +111,7 @@ def finding_lines(finding: Finding, steps: Sequence[Step], positions: Sequence[P
     for position in finding.errored:
         reason = next((s.reason for s in steps if s.judge.head == position and s.reason), None)
         lines.append(f"skipped, could not be measured (does not build or import?): {positions[position].label}"
-                     + (f": {reason}" if reason else ""))
+                     + (f": {_last_line(reason)}" if reason else ""))
     for position in finding.undecided:
         lines.append(f"skipped, undecided after more budget: {positions[position].label}")
     lines.append(f"{len(steps)} A/B judgements, {sum(step.seconds for step in steps):.0f} s")

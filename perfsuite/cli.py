@@ -21,6 +21,7 @@ COMMANDS = {
     "coverage": "ops of each model that would fall back to the CPU on MPS",
     "gains": "what the article's advice gains here: bf16/fp16, checkpointing, channels_last, DataLoader workers",
     "compare": "compare two result sets case by case: time ratio, memory, one-sided rows",
+    "bisect": "find the commit (or torch release, --pythons) that made cases slower, an A/B judgement at each step",
     "selftest": "measure timing accuracy, harness overhead and the gate's false-alarm and detection rates; "
     "--report renders docs/measurement-quality.md",
     "site": "a static site of every case's runs over time, the comparison with CUDA and A/B results",

@@ -8,7 +8,11 @@
   `--history-mode rebaseline`, the histories started over); the table posted to the job summary.
 - `publish`: the history committed and pushed to its branch, rebased and retried when another Mac pushed first; a
   rebase that conflicts is undone and fails the step, so only a history holding every push is ever pushed.
-- `site`: the history site built from .perf-history/baselines/ into perf-site/.
+- `bisect`: where the push's gate found a regression (perf-summary/summary.json), `perfsuite bisect` of the cases
+  that regressed between the last commit recorded in this Mac's history before HEAD and HEAD; its finding goes to the
+  job summary and its record into .perf-history/bisect/ (published with the history, marked on the site). Nothing
+  runs when no case regressed.
+- `site`: the history site built from .perf-history/baselines/ into perf-site/, with the bisect records marked.
 
 Reading and pushing the history use $GITHUB_TOKEN where set, passed to git through its environment (never on a
 command line or on disk). A git failure in checkout-history or publish prints git's message with what was left as it
@@ -20,14 +24,19 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from perfsuite.errors import UsageError
+from perfsuite.errors import BadFileError, UsageError
+from perfsuite.render.bisect import RECORD_FILE as BISECT_RECORD
+from perfsuite.render.bisect import SUMMARY_FILE as BISECT_SUMMARY
 from perfsuite.render.escape import terminal_text
 from perfsuite.settings import AB_DEFAULT_PAIRS
+from perfsuite.store.baselines import load_baseline
+from perfsuite.store.jsonfile import read_json_file
 
 HISTORY_DIR = ".perf-history"
 SUMMARY_DIR = "perf-summary"
@@ -38,17 +47,18 @@ PUSH_ATTEMPTS = 3
 LS_REMOTE_NO_MATCH = 2  # `git ls-remote --exit-code`'s status when the remote has no such ref
 EXIT_GIT_FAILED = 1
 AB_SUMMARY = "ab.md"
+BISECT_DIR = "bisect"
 GATE_SUMMARY = "summary.md"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add `perfsuite ci`'s arguments to `parser`."""
-    parser.add_argument("step", choices=("judge", "checkout-history", "record", "publish", "site"))
+    parser.add_argument("step", choices=("judge", "checkout-history", "record", "bisect", "publish", "site"))
     parser.add_argument("--processes", type=int, default=None, help=(
         f"judge: process pairs of the A/B job (default: {AB_DEFAULT_PAIRS}); record: processes per case appended to "
         f"the history (default: {RECORD_PROCESSES})"
     ))
-    parser.add_argument("--machine", help="this Mac's name for its history file (record, publish)")
+    parser.add_argument("--machine", help="this Mac's name for its history file (record, bisect, publish)")
     parser.add_argument("--branch", default="perf-history", help="the history branch (default: %(default)s)")
     parser.add_argument("--history-mode", choices=HISTORY_MODES, default="append", help="record: append or start over")
     # More pytest arguments follow `--` (perfsuite's main hands them over as pytest_args).
@@ -82,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
         status = subprocess.run(command, cwd=root).returncode
         post_job_summary(job_summary(root / SUMMARY_DIR), os.environ)
         return status
-    return subprocess.run(site_command(), cwd=root).returncode
+    if args.step == "bisect":
+        return bisect_regression(root, _machine(args.machine), args.pytest_args, os.environ)
+    return subprocess.run(site_command(sorted((root / HISTORY_DIR / BISECT_DIR).glob("*.json"))), cwd=root).returncode
 
 
 def _machine(name: str | None) -> str:
@@ -110,9 +122,73 @@ def record_command(processes: int, machine: str, rebaseline: bool, more: Sequenc
     ]
 
 
-def site_command() -> list[str]:
-    """The command that builds the history site from the history worktree."""
-    return [sys.executable, "-m", "perfsuite.cli", "site", f"{HISTORY_DIR}/baselines", "-o", SITE_DIR]
+def site_command(bisect_records: Sequence[Path] = ()) -> list[str]:
+    """The command that builds the history site from the history worktree, the bisect records marked."""
+    marked = ["--bisect", *map(str, bisect_records)] if bisect_records else []
+    return [sys.executable, "-m", "perfsuite.cli", "site", f"{HISTORY_DIR}/baselines", "-o", SITE_DIR, *marked]
+
+
+def regressed_cases(summary_path: Path) -> list[str]:
+    """The benchmark ids the gate's summary.json calls regressed; UsageError when the file cannot be read."""
+    try:
+        document = read_json_file(summary_path, "Run `perfsuite ci record` first: it writes the gate's summary")
+    except BadFileError as error:
+        raise UsageError(str(error)) from None
+    verdicts = document.get("verdicts") if isinstance(document, dict) else None
+    if not isinstance(verdicts, list):
+        raise UsageError(f"{summary_path}: not the gate's summary (no list of verdicts); run `perfsuite ci record` "
+                         "first")
+    return sorted({v["benchmark_id"] for v in verdicts if isinstance(v, dict) and v.get("status") == "regressed"
+                   and isinstance(v.get("benchmark_id"), str)})
+
+
+def last_recorded_commit(root: Path, history: Path, machine: str, cases: Sequence[str]) -> str | None:
+    """The commit of the newest run of `cases` in `machine`'s history files that is an ancestor of HEAD and not HEAD
+    itself: the last good commit the push gate knew. None when the history holds none."""
+    runs = []
+    for path in sorted((history / "baselines").glob(f"*/{machine}.json")):
+        try:
+            baseline = load_baseline(path)
+        except BadFileError as error:
+            print(f"perfsuite ci bisect: {terminal_text(error)} (its runs are left out)", file=sys.stderr)
+            continue
+        for entry in baseline.entries.values() if baseline else ():
+            if entry.case.benchmark_id in cases:
+                runs += [(run.recorded_at, run.commit) for run in entry.runs if run.commit and "+" not in run.commit]
+    head = _git_run(root, "rev-parse", "HEAD").stdout.strip()
+    for _, commit in sorted(runs, reverse=True):
+        full = _git_run(root, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").stdout.strip()
+        if full and full != head and _git_run(root, "merge-base", "--is-ancestor", full, head).returncode == 0:
+            return full
+    return None
+
+
+def bisect_regression(root: Path, machine: str, pytest_args: Sequence[str], environment: Mapping[str, str]) -> int:
+    """The `bisect` step: bisect the cases the push's gate called regressed between the last commit recorded before
+    HEAD and HEAD; post the finding to the job summary and keep the record in the history worktree. 0 when nothing
+    regressed or the bisect ran to a finding (found or not), else its status."""
+    cases = regressed_cases(root / SUMMARY_DIR / "summary.json")
+    if not cases:
+        print("perfsuite ci bisect: the gate found no regression on this push; nothing to bisect")
+        return 0
+    good = last_recorded_commit(root, root / HISTORY_DIR, machine, cases)
+    if good is None:
+        post_job_summary(f"perfsuite bisect: {', '.join(cases)} regressed, but {machine}'s history holds no earlier "
+                         "commit of HEAD's line to bisect from\n", environment)
+        return 0
+    output = root / SUMMARY_DIR / BISECT_DIR
+    command = [sys.executable, "-m", "perfsuite.cli", "bisect", "--good", good, "--bad", "HEAD", "--output-dir",
+               str(output), "--", "-k", " or ".join(cases), *pytest_args]
+    status = subprocess.run(command, cwd=root).returncode
+    summary, record = output / BISECT_SUMMARY, output / BISECT_RECORD
+    post_job_summary(summary.read_text(encoding="utf-8") if summary.is_file()
+                     else "perfsuite bisect wrote no summary: see its log\n", environment)
+    if record.is_file() and (root / HISTORY_DIR).is_dir():
+        head = _git_run(root, "rev-parse", "--short=12", "HEAD").stdout.strip()
+        kept = root / HISTORY_DIR / BISECT_DIR / f"{machine}-{head}.json"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(record, kept)
+    return 0 if status in (0, 1) else status
 
 
 def remove_summaries(summary_dir: Path) -> None:
@@ -266,7 +342,8 @@ def publish_history(history: Path, branch: str, machine: str, environment: Mappi
             "--abort`, then this step again"
         )
     again = "Nothing was pushed; fix what git says and run the step again"
-    _git(history, "add", "-A", "baselines", doing="staging the history", remedy=again)
+    kept = ["baselines", *([BISECT_DIR] if (history / BISECT_DIR).is_dir() else [])]
+    _git(history, "add", "-A", *kept, doing="staging the history", remedy=again)
     if _git_run(history, "diff", "--cached", "--quiet").returncode == 0:
         print(f"perfsuite ci publish: nothing new to record in {history}")
         return 0

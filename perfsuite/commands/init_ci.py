@@ -46,6 +46,11 @@ EXIT_EXISTS = 2
 # being retired by GitHub. Each commit was checked against its tag in the actions' own repositories.
 CHECKOUT_ACTION = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1  # v7.0.1"
 UPLOAD_ACTION = "actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0"
+# GitHub's own Pages actions (each commit checked against its tag in the action's repository; deploy-pages runs on
+# Node 24). configure-pages is left out: its latest release still runs on Node 20, and with the repository's Pages
+# source set to GitHub Actions nothing needs configuring.
+UPLOAD_PAGES_ACTION = "actions/upload-pages-artifact@fc324d3547104276b827a68afc52ff2a11cc49c9  # v5.0.0"
+DEPLOY_PAGES_ACTION = "actions/deploy-pages@cd2ce8fcbc39b97be8ca5fce6e763baed58fa128  # v5.0.0"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -54,7 +59,8 @@ class WorkflowChoices:
     """What the generated workflow runs: one job per runner label (each a Mac with that label besides self-hosted,
     macOS and ARM64; the label also names its history file), K processes per case recorded into the history, the
     process pairs of a pull request's A/B job, the Python command on the runners, the branch whose pushes are
-    recorded and the branch that keeps the histories."""
+    recorded and the branch that keeps the histories; whether a push whose gate finds a regression bisects it
+    (`bisect_on_regression`: runner time, so off unless asked), and whether the site is published to GitHub Pages."""
 
     runner_labels: tuple[str, ...] = (DEFAULT_RUNNER_LABEL,)
     processes: int = DEFAULT_PROCESSES
@@ -62,6 +68,8 @@ class WorkflowChoices:
     python: str = DEFAULT_PYTHON
     default_branch: str = DEFAULT_BRANCH
     history_branch: str = HISTORY_BRANCH
+    bisect_on_regression: bool = False
+    pages: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", default=DEFAULT_PYTHON, help="the runner's Python command (default: %(default)s)")
     parser.add_argument("--branch", default=DEFAULT_BRANCH, help="the branch whose pushes are recorded (default: main)")
     parser.add_argument("--project", default=".", help="the repository's root folder (default: the current one)")
+    parser.add_argument("--bisect-on-regression", action="store_true", help=(
+        "when a push's gate finds a regression, bisect it between the last commit recorded before and the new one "
+        "(an A/B job at every step, on the runner); the job summary names the commit (default: off)"))
+    parser.add_argument("--pages", action="store_true", help=(
+        "publish the history site to GitHub Pages (set the repository's Pages source to GitHub Actions); "
+        "default: the site is only uploaded as an artifact"))
     parser.add_argument("--force", action="store_true", help="replace an existing workflow file")
 
 
@@ -85,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     choices = WorkflowChoices(
         runner_labels=tuple(args.runner_label) or (DEFAULT_RUNNER_LABEL,), processes=args.processes,
         ab_pairs=args.ab_pairs, python=args.python, default_branch=args.branch,
+        bisect_on_regression=args.bisect_on_regression, pages=args.pages,
     )
     check_choices(choices)
     root = Path(args.project)
@@ -226,6 +241,37 @@ def workflow_text(choices: WorkflowChoices) -> str:
           .venv/bin/python -m pip install -c {CONSTRAINTS_PATH} -r {REQUIREMENTS_PATH}
       # Fails fast, with the fix, when this runner cannot use MPS (Rosetta Python, old macOS, no MPS build).
       - run: .venv/bin/perfsuite doctor --device mps"""
+    bisect_step = (
+        "\n      # A regression the gate found on this push: bisected between the last commit recorded before it and\n"
+        "      # this one, an A/B job at every step; the job summary names the commit, and the record goes to the\n"
+        "      # history (the site marks it on the case's page). Nothing runs when no case regressed.\n"
+        '      - run: .venv/bin/perfsuite ci bisect --machine "$PERF_MACHINE"'
+    ) if choices.bisect_on_regression else ""
+    pages = f"""      - uses: {UPLOAD_PAGES_ACTION}
+        with:
+          path: perf-site/
+  pages:
+    name: publish the history site to GitHub Pages
+    needs: site
+    runs-on: ubuntu-latest
+    # The site is static and already built: this job only hands it to Pages (set the repository's Pages source to
+    # GitHub Actions once, under Settings > Pages).
+    permissions:
+      pages: write  # deploys to Pages
+      id-token: write  # proves to Pages that the deployment comes from this workflow
+    environment:
+      name: github-pages
+      url: ${{{{ steps.deployment.outputs.page_url }}}}
+    timeout-minutes: 10
+    steps:
+      - id: deployment
+        uses: {DEPLOY_PAGES_ACTION}
+""" if choices.pages else ""
+    extras = "".join((
+        "\n# A push whose gate finds a regression is bisected (perfsuite init-ci --bisect-on-regression)."
+        if choices.bisect_on_regression else "",
+        "\n# The site is published to GitHub Pages (perfsuite init-ci --pages)." if choices.pages else "",
+    ))
     checkout = f"""      - uses: {CHECKOUT_ACTION}
         with:
           fetch-depth: 0
@@ -238,7 +284,7 @@ def workflow_text(choices: WorkflowChoices) -> str:
 # {choices.default_branch}: {choices.processes} processes per case appended to each Mac's history, committed to the
 # branch {choices.history_branch} (created on the first push), and the history site uploaded as an artifact.
 # Each Mac is a self-hosted runner with the labels self-hosted, macOS, ARM64 and its own label, which also names
-# its history file. GitHub's hosted macOS runners cannot use MPS. A torch upgrade is a change of
+# its history file. GitHub's hosted macOS runners cannot use MPS.{extras} A torch upgrade is a change of
 # {CONSTRAINTS_PATH}; run this workflow by hand with `rebaseline` after it.
 name: perfsuite
 on:
@@ -306,7 +352,7 @@ jobs:
 {history_checkout}
       - run: >-
           .venv/bin/perfsuite ci record --processes "$PERF_PROCESSES" --machine "$PERF_MACHINE"
-          --history-mode "$PERF_HISTORY_MODE"
+          --history-mode "$PERF_HISTORY_MODE"{bisect_step}
       # Pushes with the same token (this job's may write), given to this step alone; a push that another Mac beat
       # is rebased and retried, and one whose rebase conflicts fails, pushing nothing.
       - run: .venv/bin/perfsuite ci publish --branch "$PERF_HISTORY_BRANCH" --machine "$PERF_MACHINE"
@@ -339,4 +385,4 @@ jobs:
         with:
           name: perfsuite-site
           path: perf-site/
-"""
+{pages}"""

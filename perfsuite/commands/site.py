@@ -4,7 +4,8 @@ HISTORY is a baseline folder (default: baselines/, with its archive/ and referen
 file, an archive folder or file, or a file of published figures. The site shows one row per case and machine with
 its last time, trend, floor and verdict; a page per case with every run, torch upgrades, rebaselines,
 regressions and improvements marked; the comparison of non-CUDA machines with the CUDA baselines and the
-published figures; and the A/B results given with --ab. The folder needs no server and no network: open
+published figures; the A/B results given with --ab; and, on each case's page, what the bisects given with --bisect
+found. The folder needs no server and no network: open
 DIR/index.html, or publish the folder as it is. Bad files are named on the pages (and here), never fatal.
 Exit status: 0 when built, 2 when nothing could be read or the output folder cannot be used.
 """
@@ -38,19 +39,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ab", nargs="+", default=[], metavar="FILE", action="extend",
         help="A/B summary files (schema perfsuite-ab) to show on their own page",
     )
+    parser.add_argument(
+        "--bisect", nargs="+", default=[], metavar="FILE", action="extend",
+        help="bisect records (bisect.json of `perfsuite bisect`) to mark on the pages of the cases they followed",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Build the site; print where it is and every problem found; return the exit status."""
     inputs = [Path(h) for h in (args.history or [DEFAULT_HISTORY])]
-    missing = [str(p) for p in [*inputs, *map(Path, args.ab)] if not p.exists()]
+    missing = [str(p) for p in [*inputs, *map(Path, args.ab), *map(Path, args.bisect)] if not p.exists()]
     if missing:
         raise UsageError(
             f"no such file or folder: {', '.join(missing)}; pass baseline folders or files (e.g. baselines/), "
-            "archive folders, and A/B summary files after --ab"
+            "archive folders, A/B summary files after --ab and bisect records after --bisect"
         )
     try:
-        report = build_site(inputs, Path(args.output_dir), [Path(p) for p in args.ab])
+        report = build_site(inputs, Path(args.output_dir), [Path(p) for p in args.ab],
+                            bisect_files=[Path(p) for p in args.bisect])
     except OSError as error:
         print(
             f"perfsuite site: error: cannot write the site to {args.output_dir} ({error.strerror or error}); pick "

@@ -40,8 +40,8 @@ class AbSide:
 class AbCase:
     """One case of an A/B run. Times in seconds; `ratio` is head over base with its bounds; `floor` the smallest
     slowdown the runs could detect and `tolerance` the band, both fractions; `largest_output_difference` how far the
-    head's outputs strayed from the base's. `case` holds the case's fields the file states (device, dtype, model,
-    batch_size, mode, profile, compile)."""
+    head's outputs strayed from the base's; `head_model_file` the file the head side's model came from. `case` holds
+    the case's fields the file states (device, dtype, model, batch_size, mode, profile, compile)."""
 
     benchmark_id: str | None
     case: Mapping[str, str | int]
@@ -56,6 +56,7 @@ class AbCase:
     largest_output_difference: float | None
     message: str | None
     explanation: tuple[str, ...] = ()
+    head_model_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ def _case(entry: Any, index: int) -> AbCase:
         largest_output_difference=_number(entry, "largest_output_difference", where, 0, strictly=False),
         message=_text(entry, "message", where),
         explanation=_explanation_lines(entry, where),
+        head_model_file=_head_model_file(entry, where),
     )
 
 
@@ -165,6 +167,15 @@ def _explanation_lines(entry: Mapping[str, Any], where: str) -> tuple[str, ...]:
         raise _Problem(f"{where}: 'explanation' should be an object whose 'lines' is a list of text, got "
                        f"{explanation!r:.60}")
     return tuple(lines)
+
+
+def _head_model_file(entry: Mapping[str, Any], where: str) -> str | None:
+    files = entry.get("model_files")
+    if files is None:
+        return None
+    if not isinstance(files, dict):
+        raise _Problem(f"{where}: 'model_files' should be an object, got {files!r:.60}")
+    return _text(files, "head", f"{where} model_files")
 
 
 def ab_summary_from_json(document: Any, path: Path) -> AbReading:

@@ -22,6 +22,7 @@ from perfsuite.errors import UsageError
 from perfsuite.render.comparison import PlottingUnavailable
 from perfsuite.site import pages
 from perfsuite.site.ab import read_ab_file
+from perfsuite.site.bisect import BisectMark, read_bisect_file
 from perfsuite.site.comparisons import compare_pairs, measured_sets, plan_pairs, published_sets
 from perfsuite.site.history import CaseHistory, marks, merge_histories, summarize
 from perfsuite.site.plots import HistoryPlotter
@@ -63,9 +64,11 @@ def source_lines(sources: Sources) -> list[tuple[str, str]]:
 
 
 def build_site(
-    inputs: Sequence[Path], output_dir: Path, ab_files: Sequence[Path] = (), now: datetime | None = None
+    inputs: Sequence[Path], output_dir: Path, ab_files: Sequence[Path] = (), now: datetime | None = None,
+    bisect_files: Sequence[Path] = (),
 ) -> SiteReport:
-    """Build the site of `inputs` (baseline folders and files, archives) and the A/B files into `output_dir`.
+    """Build the site of `inputs` (baseline folders and files, archives) and the A/B files into `output_dir`; the
+    bisect records' findings are marked on the pages of the cases they followed.
 
     Raises UsageError when `output_dir` exists and is not a site perfsuite built; OSError when it cannot be
     written. Bad input files never raise: they are named on the pages and in the report.
@@ -84,12 +87,16 @@ def build_site(
     ab_readings = [(str(path), read_ab_file(path)) for path in ab_files]
     for _, reading in ab_readings:
         problems += reading.problems
+    bisect_readings = [read_bisect_file(path) for path in bisect_files]
+    for bisect_reading in bisect_readings:
+        problems += bisect_reading.problems
+    bisect_marks = [reading.mark for reading in bisect_readings if reading.mark is not None]
     links = pages.SiteLinks(has_ab=bool(ab_files), problem_count=len(problems))
     names = pages.case_page_names(histories)
 
     staging = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.", suffix=".new"))
     try:
-        plot_note = _write_case_pages(staging, histories, names, links, generated_at)
+        plot_note = _write_case_pages(staging, histories, names, links, generated_at, bisect_marks)
         rows = [
             pages.IndexRow(h, summarize(h, SPARKLINE_RUNS), f"{pages.CASES_FOLDER}/{names[h.key]}") for h in histories
         ]
@@ -111,7 +118,7 @@ def build_site(
 
 def _write_case_pages(
     folder: Path, histories: Sequence[CaseHistory], names: dict[tuple[str, str, str], str], links: pages.SiteLinks,
-    generated_at: str,
+    generated_at: str, bisect_marks: Sequence[BisectMark] = (),
 ) -> str | None:
     """Write a page per history; returns why there are no plots (matplotlib missing), else None."""
     (folder / pages.CASES_FOLDER).mkdir()
@@ -124,7 +131,7 @@ def _write_case_pages(
         found = marks(history)
         plot_svg = None if plotter is None else plotter.svg(history, found)
         text = pages.case_page(history, summarize(history, SPARKLINE_RUNS), found, plot_svg, plot_note, links,
-                               generated_at)
+                               generated_at, [m for m in bisect_marks if history.case.benchmark_id in m.benchmark_ids])
         _write(folder / pages.CASES_FOLDER / names[history.key], text)
     return plot_note
 

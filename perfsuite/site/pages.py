@@ -16,6 +16,7 @@ from perfsuite.render.comparison import display_table, legend_lines, short_label
 from perfsuite.render.escape import html_text
 from perfsuite.render.units import format_bytes, format_percent, format_ratio, format_seconds
 from perfsuite.site.ab import AbCase, AbReading, AbSide
+from perfsuite.site.bisect import BisectMark
 from perfsuite.site.comparisons import ComparisonView
 from perfsuite.site.history import CaseHistory, CaseSummary, Mark
 from perfsuite.site.sources import SkippedFile
@@ -309,10 +310,10 @@ def marks_list(found: Sequence[Mark], history: CaseHistory) -> str:
 
 def case_page(
     history: CaseHistory, summary: CaseSummary, found_marks: Sequence[Mark], plot_svg: str | None,
-    plot_note: str | None, links: SiteLinks, generated_at: str,
+    plot_note: str | None, links: SiteLinks, generated_at: str, bisects: Sequence[BisectMark] = (),
 ) -> str:
     """The page of one case on one machine: its facts, the summary figures, the plot (or `plot_note` where none
-    could be drawn), the marks and every run."""
+    could be drawn), the marks, what the bisects that followed it found, and every run."""
     title = f"{history.case.benchmark_id} on {history.machine}"
     headline = (
         f"last {format_seconds(summary.last_median_s)}, "
@@ -330,9 +331,24 @@ def case_page(
     body = "\n".join((
         f'<p><a href="../{INDEX_PAGE}">All cases</a></p>', f"<h1>{html_text(title)}</h1>",
         f'<p class="headline">{html_text(headline)}</p>', case_facts(history), figure,
-        "<h2>Marks</h2>", marks_list(found_marks, history), "<h2>Sessions, newest first</h2>", sessions_table(history),
+        "<h2>Marks</h2>", marks_list(found_marks, history), bisect_section(bisects),
+        "<h2>Sessions, newest first</h2>", sessions_table(history),
     ))
     return page(f"perfsuite: {title}", body, links, generated_at, root="../")
+
+
+def bisect_section(bisects: Sequence[BisectMark]) -> str:
+    """What each bisect of the case found (first bad commit or release, and its sentences); empty text for none."""
+    if not bisects:
+        return ""
+    items = []
+    for mark in bisects:
+        named = ", ".join(mark.named) or "no commit named"
+        sentences = "".join(f"<li>{html_text(line)}</li>" for line in mark.sentences)
+        items.append(f'<li class="bisect"><strong>bisect {html_text(mark.started_at or "")}: '
+                     f"{html_text(named)}</strong> <small>({html_text(str(mark.path.name))})</small>"
+                     f"<ul>{sentences}</ul></li>")
+    return "<h2>Bisect</h2>\n<ul>" + "".join(items) + "</ul>"
 
 
 # --- the comparison -----------------------------------------------------------------------------------------

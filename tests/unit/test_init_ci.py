@@ -4,6 +4,7 @@ history branch is started, recorded into and pushed, also when another Mac pushe
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -331,3 +332,101 @@ def test_publishing_an_unchanged_history_pushes_nothing(tmp_path, origin):
     head = _git(origin, "rev-parse", "perf-history")
     assert ci.publish_history(clone / ci.HISTORY_DIR, "perf-history", "perf-m2-max", {}) == 0
     assert _git(origin, "rev-parse", "perf-history") == head
+
+
+@pytest.fixture
+def switched(tmp_path, monkeypatch) -> Path:
+    """A project whose workflow bisects regressions and publishes the site to Pages."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init-ci", "--bisect-on-regression", "--pages",
+                 *(arg for label in LABELS for arg in ("--runner-label", label))]) == 0
+    return tmp_path / init_ci.WORKFLOW_PATH
+
+
+def test_bisecting_and_pages_are_off_by_default(workflow):
+    assert "perfsuite ci bisect" not in workflow and "deploy-pages" not in workflow
+
+
+def test_the_bisect_switch_bisects_after_recording_and_before_publishing(switched):
+    record = yaml.safe_load(switched.read_text())["jobs"]["record"]["steps"]
+    runs = [step.get("run", "") for step in record]
+    bisect = next(index for index, run in enumerate(runs) if "perfsuite ci bisect" in run)
+    assert "perfsuite ci record" in runs[bisect - 1] and "perfsuite ci publish" in runs[bisect + 1]
+    assert "GITHUB_TOKEN" not in record[bisect].get("env", {})
+
+
+def test_pages_are_deployed_by_a_job_of_its_own_with_only_the_pages_rights(switched):
+    jobs = yaml.safe_load(switched.read_text())["jobs"]
+    assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
+    assert jobs["pages"]["needs"] == "site" and jobs["pages"]["environment"]["name"] == "github-pages"
+    assert jobs["site"]["permissions"] == {"contents": "read"}
+    assert any("upload-pages-artifact@" in step.get("uses", "") for step in jobs["site"]["steps"])
+    uses = re.findall(r"uses: (\S+)", switched.read_text())
+    assert uses and all(re.fullmatch(r"[\w-]+/[\w-]+@[0-9a-f]{40}", action) for action in uses)
+
+
+def test_the_switched_workflow_passes_actionlint(switched, tmp_path_factory):
+    assert actionlint_problems(switched, LABELS, tmp_path_factory) == []
+
+
+def test_the_switched_workflow_passes_zizmor_with_no_finding(switched):
+    assert zizmor_findings(switched) == ""
+
+
+def test_the_bisect_step_does_nothing_when_the_gate_found_no_regression(tmp_path, capsys):
+    summary = tmp_path / ci.SUMMARY_DIR / "summary.json"
+    summary.parent.mkdir()
+    summary.write_text(json.dumps({"verdicts": [{"benchmark_id": "a", "status": "unchanged"}]}))
+    assert ci.bisect_regression(tmp_path, "mac", [], {}) == 0
+    assert "nothing to bisect" in capsys.readouterr().out
+
+
+def test_the_bisect_starts_from_the_last_commit_recorded_before_head(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    commits = []
+    for number in range(3):
+        subprocess.run(["git", "-C", str(root), *(["init", "-q"] if number == 0 else []),
+                        *([] if number == 0 else ["-c", "user.email=u@x", "-c", "user.name=u", "commit", "-q",
+                                                  "--allow-empty", "-m", str(number)])], check=True)
+        if number == 0:
+            subprocess.run(["git", "-C", str(root), "-c", "user.email=u@x", "-c", "user.name=u", "commit", "-q",
+                            "--allow-empty", "-m", "0"], check=True)
+        commits.append(subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                      check=True).stdout.strip())
+    document = json.loads((REPOSITORY / "baselines" / "cpu" / "shared-2core-vm.json").read_text())
+    case = "cpu-fp32-resnet18-bs4-infer-smoke"
+    run = document["entries"][case]["runs"][0]
+    document["entries"][case]["runs"] = [
+        {**run, "commit": commit[:7], "recorded_at": f"2026-12-0{day}T00:00:00Z"}
+        for day, commit in ((1, commits[0]), (3, commits[2]), (2, commits[1]))
+    ]
+    history = root / ci.HISTORY_DIR
+    (history / "baselines" / "cpu").mkdir(parents=True)
+    (history / "baselines" / "cpu" / "mac.json").write_text(json.dumps(document))
+    assert ci.last_recorded_commit(root, history, "mac", [case]) == commits[1]
+    assert ci.last_recorded_commit(root, history, "other-mac", [case]) is None
+
+
+def test_our_own_workflow_can_bisect_a_regression_when_its_switch_is_set():
+    record = yaml.safe_load(OWN_MAC_WORKFLOW.read_text())["jobs"]["record"]
+    step = next(step for step in record["steps"] if "perfsuite ci bisect" in step.get("run", ""))
+    assert step["if"] == "env.PERF_BISECT_ON_REGRESSION == 'true'"
+    assert record["env"]["PERF_BISECT_ON_REGRESSION"] == "false"
+
+
+def test_the_site_step_marks_the_bisect_records_kept_with_the_history():
+    assert ci.site_command()[-2:] == ["-o", ci.SITE_DIR]
+    assert ci.site_command([Path("a.json"), Path("b.json")])[-3:] == ["--bisect", "a.json", "b.json"]
+
+
+def test_a_bisect_record_kept_with_the_history_is_published_with_it(tmp_path, origin):
+    clone = _clone_with_origin(tmp_path, "mac1", origin)
+    ci.checkout_history(clone, "perf-history")
+    _record(clone, "perf-m2-max")
+    kept = clone / ci.HISTORY_DIR / ci.BISECT_DIR / "perf-m2-max-0123456789ab.json"
+    kept.parent.mkdir()
+    kept.write_text("{}\n")
+    assert ci.publish_history(clone / ci.HISTORY_DIR, "perf-history", "perf-m2-max", {}) == 0
+    assert _git(origin, "ls-tree", "-r", "--name-only", "perf-history").split() == [
+        "baselines/mps/perf-m2-max.json", "bisect/perf-m2-max-0123456789ab.json"]

@@ -46,7 +46,7 @@ import numpy as np
 from scipy import stats
 from scipy.stats import mstats
 
-from perfsuite.records import AbMeasurement, Case
+from perfsuite.records import AbMeasurement, AbPair, Case
 
 AbStatus = Literal["regressed", "improved", "unchanged", "inconclusive", "errored", "interrupted", "no-base"]
 AB_STATUSES: tuple[AbStatus, ...] = ("regressed", "improved", "unchanged", "inconclusive", "errored", "interrupted",
@@ -196,12 +196,13 @@ class Look:
 
 
 def look(measurement: AbMeasurement, tolerance: float, family_size: int, max_blocks: int = MAX_BLOCKS) -> Look:
-    """Look at a case after a block: decided or not, and the next block's windows (doubled, up to
-    MAX_WINDOW_GROWTH times the first's, while the within-block error outweighs the between-block spread)."""
+    """Look at a case after a block: decided or not, and the next block's windows (after the first block, as many as
+    its error calls for, `first_block_windows`; then doubled, up to MAX_WINDOW_GROWTH times the first's, while the
+    within-block error outweighs the between-block spread)."""
     measured = [pair for pair in measurement.pairs if pair.windows_s]
     first_windows = len(measured[0].windows_s) if measured else 0
     if len(measured) < MIN_BLOCKS:
-        return Look(None, None, math.inf, first_windows)
+        return Look(None, None, math.inf, first_block_windows(measured, tolerance, family_size, max_blocks))
     estimates = [block_estimate(pair.windows_s) for pair in measured]
     combined = combine(estimates)
     half_width = z_quantile(family_size, max_blocks) * combined.standard_error
@@ -215,6 +216,23 @@ def look(measurement: AbMeasurement, tolerance: float, family_size: int, max_blo
     grow = math.isfinite(combined.between_blocks) and within_share > combined.between_blocks ** 2
     next_windows = min(2 * last, MAX_WINDOW_GROWTH * first_windows) if grow else last
     return Look(status, combined, half_width, next_windows)
+
+
+def first_block_windows(measured: Sequence[AbPair], tolerance: float, family_size: int,
+                        max_blocks: int = MAX_BLOCKS) -> int:
+    """The windows of the blocks after the first, from the first's own error: as many as would let MIN_BLOCKS such
+    blocks decide an unchanged case with half the band to spare (their interval's half width at most half the band),
+    never fewer than the first's and at most MAX_WINDOW_GROWTH times as many. A block's error shrinks as
+    1 / sqrt(windows), and opening a case costs what several windows do, so a noisy case (a launch-bound step) takes
+    its windows in a few long blocks rather than in many short ones."""
+    if not measured:
+        return 0
+    first = len(measured[0].windows_s)
+    error = block_estimate(measured[0].windows_s).standard_error
+    if not math.isfinite(error):
+        return first
+    wanted_error = math.log1p(tolerance) / 2 * math.sqrt(MIN_BLOCKS) / z_quantile(family_size, max_blocks)
+    return min(MAX_WINDOW_GROWTH * first, max(first, math.ceil(first * (error / wanted_error) ** 2)))
 
 
 def judge_ab(

@@ -11,10 +11,11 @@ processes, one per side (`--perf-ab-python`, or a compiled project module), and 
 
 After each block the caller's `look` says whether the case is decided and how many windows its next block should
 take; the cases still open get another block in the next round (each round in its own shuffled order), until every
-case is decided, a case has `max_blocks`, or the next round would not fit in the budget (each case's first K blocks
-are always measured: no verdict comes from fewer). Before anything is measured the workers say what each side runs
-(interpreter, torch) and whether each side finds every model; a side that cannot, or a base that would run the
-head's code, is an `AbUnusable` error naming what is wrong.
+case is decided, a case has `max_blocks`, or no open case's next block fits in what is left of the budget (a round
+takes the cheapest blocks that fit; each case's first K blocks are always measured: no verdict comes from fewer).
+Before anything is measured the workers say what each side runs (interpreter, torch) and whether each side finds
+every model; a side that cannot, or a base that would run the head's code, is an `AbUnusable` error naming what is
+wrong.
 """
 
 from __future__ import annotations
@@ -358,6 +359,7 @@ def measure_ab(
     blocks: dict[str, list[AbPair]] = {case.benchmark_id: [] for case in plan.cases}
     seconds: dict[str, float] = {case.benchmark_id: 0.0 for case in plan.cases}
     windows_next: dict[str, int | None] = {case.benchmark_id: None for case in plan.cases}
+    next_block_s: dict[str, float] = {case.benchmark_id: 0.0 for case in plan.cases}
     differences: dict[str, float | None] = {}
     sources: dict[str, tuple[str | None, str | None]] = {}
     open_cases = list(plan.cases)
@@ -392,12 +394,12 @@ def measure_ab(
         for round_index in range(schedule.max_blocks):
             if not open_cases:
                 break
-            if round_index >= schedule.processes:
-                expected_s = sum(seconds[c.benchmark_id] / max(len(blocks[c.benchmark_id]), 1) for c in open_cases)
-                if time.perf_counter() - started_s + expected_s > schedule.budget_s:
-                    break
             order = list(open_cases)
             random.Random(plan.seed * 7919 + round_index).shuffle(order)
+            if round_index >= schedule.processes:
+                order = cases_that_fit(order, next_block_s, schedule.budget_s - (time.perf_counter() - started_s))
+                if not order:
+                    break
             pair_workers: list[Worker] = []
             rng = random.Random(plan.seed * 104729 + round_index)
             try:
@@ -425,7 +427,8 @@ def measure_ab(
                         after_windows=None if explain is None else ExplainWhenDecided(
                             case, blocks[key], explain, schedule.processes, results, show),
                     )
-                    seconds[key] += time.perf_counter() - case_started_s - (results.profiling_s - profiling_before_s)
+                    block_s = time.perf_counter() - case_started_s - (results.profiling_s - profiling_before_s)
+                    seconds[key] += block_s
                     if isinstance(outcome, str):
                         results.failures.setdefault(key, []).append(outcome)
                         open_cases.remove(case)
@@ -438,6 +441,8 @@ def measure_ab(
                     measurement = AbMeasurement(case, tuple(blocks[key]), differences.get(key),
                                                 sources.get(key, (None, None)), seconds[key])
                     decided, windows_next[key] = look(measurement)
+                    # Its next block: this one's seconds, its windows' share scaled to the next block's windows.
+                    next_block_s[key] = block_s * max(1.0, (windows_next[key] or 0) / max(len(block.windows_s), 1))
                     ratios = [head_s / base_s for base_s, head_s in block.windows_s]
                     if decided and len(blocks[key]) >= schedule.processes:
                         open_cases.remove(case)
@@ -474,6 +479,19 @@ def measure_ab(
     if interrupted:
         raise AbInterrupted(results)
     return results
+
+
+def cases_that_fit(order: Sequence[Case], next_block_s: Mapping[str, float], left_s: float) -> list[Case]:
+    """The cases of `order` that get a block in a round that must fit in `left_s` seconds, each case's next block
+    taking `next_block_s[its id]`: the cheapest first, as many as fit, in `order`'s order. A case too costly for
+    what is left does not stop the cheaper ones (a launch-bound case needs more blocks than a large one)."""
+    chosen: set[str] = set()
+    for case in sorted(order, key=lambda case: next_block_s[case.benchmark_id]):
+        if next_block_s[case.benchmark_id] > left_s:
+            break
+        left_s -= next_block_s[case.benchmark_id]
+        chosen.add(case.benchmark_id)
+    return [case for case in order if case.benchmark_id in chosen]
 
 
 @dataclass
@@ -629,6 +647,9 @@ def measure_case_pair(
             opened.append(side)
             replies[side.side.name] = reply
         step_s = max(replies[name]["step_s"] for name in replies)
+        # Both sides run rounds of the same steps: a round's drain adds its cost / steps to each step's time, so
+        # rounds of 1 step on one side against 12 on the other (each side's own calibration, a noisy figure on a
+        # launch-bound step) would read as a difference of the sides.
         steps = max(replies[name]["steps_per_round"] for name in replies)
         window_s, planned = window_plan(step_s, steps, plan.rounds.max_time_s)
         windows = windows or planned
@@ -638,7 +659,7 @@ def measure_case_pair(
             turn = (base, head) if (index + start) % 2 == 0 else (head, base)
             times: dict[str, float] = {}
             for side in turn:
-                reply = side.request({"op": "window", "duration_s": window_s})
+                reply = side.request({"op": "window", "duration_s": window_s, "steps": steps})
                 if not reply["ok"]:
                     return f"{side.side.name} side: {failure_message(reply)}"
                 times[side.side.name] = statistics.median(reply["times_s"])

@@ -6,8 +6,8 @@ requests, one JSON line each on its standard input, with one JSON line each on i
   (`perfsuite.run.measure.open_case`, as every measuring path does); reply its warm-up seconds, the steps of a round
   and the file its model came from; when `output_path` is given, the first warm-up step's output is saved there for
   the numbers check;
-- `{"op": "window", "side": S, "duration_s": D}`: time rounds of side S's open case for about D seconds; reply each
-  round's time per step;
+- `{"op": "window", "side": S, "duration_s": D, "steps": N}`: time rounds of N steps (default: the case's own
+  calibration) of side S's open case for about D seconds; reply each round's time per step;
 - `{"op": "profile", "side": S, "steps": N}`: profile N steps of side S's open case with torch.profiler
   (`perfsuite.run.profiling.profile_ops`), never inside a window; reply its op profile (`wire.op_profile_to_json`);
   a failure leaves the case open;
@@ -173,6 +173,8 @@ def serve(spec: Mapping[str, Any], requests: IO[str], replies: IO[str]) -> int:
                            "steps_per_round": warm[name].steps_per_round, "step_s": warm[name].step_s,
                            "source": source_file(case)})
                 elif op == "window":
+                    if request.get("steps"):  # the block's steps per round, the same on both sides
+                        warm[name].steps_per_round = int(request["steps"])
                     times_s = warm[name].time_rounds(float(request["duration_s"]))
                     round_times_s[name] += times_s
                     reply({"ok": True, "times_s": times_s})

@@ -28,7 +28,7 @@ from perfsuite.matrix.axes import base_mode
 from perfsuite.records import LATENCY_FIGURE, Case, Fact, Failure, Outcome, Run
 from perfsuite.run.compiled import CaptureImpossible, DynamoCounts, WrongCompiledResult
 from perfsuite.run.devices import DeviceBackend, backend
-from perfsuite.run.plan import MeasureSettings, RoundSettings, rounds_for, steps_per_round
+from perfsuite.run.plan import MeasureSettings, RoundSettings, most_steps_per_round, rounds_for, steps_per_round
 from perfsuite.run.steps import PreparedCase, WrongResult, flop_count, flop_facts, prepare_case, warn_if_unknown
 from perfsuite.workloads import get_workload
 
@@ -271,9 +271,11 @@ def calibrate(
     """(the time of one step in a round, the steps of a round). The latency figure times one step a round. On a
     device that runs eagerly (the CPU) a drain costs nothing, so a round is one step too. On an accelerator, steps
     run back to back and each followed by a drain are timed in turn, CALIBRATION_TURNS times (so a slow spell of the
-    host lands on both); the drain's cost per step is the difference of their medians."""
+    host lands on both); the drain's cost per step is the difference of their medians. A step so long that two of
+    them would not fit in a round of the budget (`steps_per_round` allows one whatever the drain costs) skips the
+    turns: 30 such steps were most of a large case's opening."""
     one_step_s = statistics.median(warmup_s) if warmup_s else _synced_steps_s(prepared, device, 1)
-    if figure == LATENCY_FIGURE or not device.is_accelerator:
+    if figure == LATENCY_FIGURE or not device.is_accelerator or most_steps_per_round(one_step_s, rounds) == 1:
         return one_step_s, steps_per_round(one_step_s, 0.0, rounds)
     window = max(MIN_CALIBRATION_STEPS, math.ceil(CALIBRATION_WINDOW_S / max(one_step_s, 1e-7)))
     synced, pipelined = [], []

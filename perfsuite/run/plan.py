@@ -40,8 +40,12 @@ def steps_per_round(step_s: float, sync_cost_s: float, rounds: RoundSettings) ->
     at most what lets `min_rounds` rounds fit in `max_time_s`; at least one."""
     wanted = math.ceil(max(sync_cost_s, 0.0) / (ROUND_SYNC_SHARE * step_s)) if step_s > 0 else 1
     wanted = max(wanted, math.ceil(rounds.min_time_s / step_s) if step_s > 0 else 1)
-    fits = math.floor(rounds.max_time_s / rounds.min_rounds / step_s) if step_s > 0 else 1
-    return max(1, min(wanted, fits))
+    return max(1, min(wanted, most_steps_per_round(step_s, rounds)))
+
+
+def most_steps_per_round(step_s: float, rounds: RoundSettings) -> int:
+    """The most steps of `step_s` a round may hold: what lets `min_rounds` rounds fit in `max_time_s` (at least 1)."""
+    return max(1, math.floor(rounds.max_time_s / rounds.min_rounds / step_s) if step_s > 0 else 1)
 
 
 def rounds_for(round_s: float, rounds: RoundSettings) -> int:

@@ -234,3 +234,17 @@ def test_the_table_and_the_summary_document_carry_the_verdict():
     (case,) = document["cases"]
     assert document["schema"] == "perfsuite-ab" and case["status"] == "regressed"
     assert case["ratio"] == pytest.approx(1.3) and len(case["process_pairs"]) == 3
+
+
+def test_after_the_first_block_a_noisy_case_takes_more_windows_a_quiet_one_the_same():
+    """The second block's windows come from the first's own error: as many as two such blocks need to decide an
+    unchanged case with half the band to spare, never fewer than the first's and at most 4 times as many."""
+    rng = random.Random(5)
+    quiet = measured([noisy_block(rng, 1.0, 8, 0.0, 0.002)])
+    assert look(quiet, 0.05, 16).next_windows == 8
+    somewhat = measured([noisy_block(rng, 1.0, 8, 0.0, 0.04)])
+    assert 8 < look(somewhat, 0.05, 16).next_windows < 32
+    launch_bound = measured([noisy_block(rng, 1.0, 4, 0.0, 0.15)])
+    assert look(launch_bound, 0.05, 16).next_windows == 16
+    too_few = measured([[1.0, 1.3]])  # no error from 2 windows: the same again
+    assert look(too_few, 0.05, 16).next_windows == 2

@@ -27,6 +27,9 @@ def test_a_layer_run_twice_is_regressed_on_the_doubled_mps_with_each_side_syncin
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
     assert case["benchmark_id"] == "mps-fp32-wide-bs64-infer-smoke" and case["status"] == "regressed"
+    # each block's rounds hold the same steps on both sides (a drain shared by fewer steps would read as slower)
+    steps = [block["steps_per_round"] for block in case["process_pairs"]]
+    assert all(block["base"] == block["head"] >= 1 for block in steps), steps
     workers = [json.loads(line) for line in calls.read_text().splitlines()]
     measuring = [w for w in workers if w["calls"].count("deviceSynchronize") > 10]
     # 4 warm processes, each holding both sides, measured (the check worker before them builds nothing)

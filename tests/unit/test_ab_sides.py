@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from perfsuite.ab import rebased_sources
-from perfsuite.records import WorkloadSource
+from perfsuite.records import Case, WorkloadSource
 from perfsuite.run.ab import MIN_WINDOWS, window_plan
 
 
@@ -59,3 +59,14 @@ def test_windows_last_a_share_of_the_time_and_hold_whole_rounds():
     window_s, windows = window_plan(0.2, 1, 1.0)  # a slow step: two rounds a window, at least MIN_WINDOWS
     assert window_s == 0.4 and windows == MIN_WINDOWS
     assert window_plan(0.0001, 50, 0.4)[0] == 0.05
+
+
+def test_a_round_past_the_first_ones_takes_the_cheapest_blocks_that_fit_in_what_is_left():
+    from perfsuite.run.ab import cases_that_fit
+
+    cases = [Case("cpu", "fp32", model, 4, "infer", "smoke") for model in ("a", "b", "c", "d")]
+    costs = {case.benchmark_id: cost for case, cost in zip(cases, (30.0, 5.0, 12.0, 8.0), strict=True)}
+    assert [case.model for case in cases_that_fit(cases, costs, 26.0)] == ["b", "c", "d"]
+    assert [case.model for case in cases_that_fit(cases[::-1], costs, 14.0)] == ["d", "b"]
+    assert cases_that_fit(cases, costs, 4.0) == []
+    assert cases_that_fit(cases, costs, 100.0) == cases

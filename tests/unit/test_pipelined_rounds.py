@@ -82,3 +82,16 @@ def test_the_latency_figure_and_the_cpu_time_one_step_a_round(monkeypatch):
     cpu = SimulatedGpu()
     cpu.is_accelerator = False
     assert calibrate(prepared, cpu, STEP_FIGURE, RoundSettings(), [1e-3])[1] == 1
+
+
+def test_a_step_too_long_for_two_in_a_round_skips_the_calibration_turns(monkeypatch):
+    """A round may hold one such step whatever the drain costs, so no step is spent finding it out (30 steps of a
+    large model were most of its opening)."""
+    gpu = SimulatedGpu()
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=gpu.perf_counter))
+    steps_run: list[int] = []
+    prepared = SimpleNamespace(run_step=lambda: steps_run.append(1))
+    step_s, steps = calibrate(prepared, gpu, STEP_FIGURE, RoundSettings(max_time_s=1.0, min_rounds=5), [0.15] * 2)
+    assert (step_s, steps, steps_run) == (0.15, 1, [])
+    step_s, steps = calibrate(prepared, gpu, STEP_FIGURE, RoundSettings(max_time_s=1.0, min_rounds=5), [0.09] * 2)
+    assert steps_run  # two of these fit in a round: the drain's cost decides

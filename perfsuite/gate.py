@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import BadFileError, UsageError
+from perfsuite.judge.explain import Explanation, explain_against_history
 from perfsuite.judge.verdicts import Verdict, judge, pooled_machine_spread
 from perfsuite.records import BaselineEntry, Measurement
 from perfsuite.render import summary
 from perfsuite.render.results import render_results_markdown
+from perfsuite.render.summary import explained_lines
 from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store import archive, baselines
 from perfsuite.store.archive import ArchivedSession, ArchivedVerdict
@@ -32,7 +34,9 @@ from perfsuite.store.files import keep_out_of_git, write_text_atomically
 class Gate:
     """Judges each measurement against its baseline; records runs when the settings ask for it.
 
-    `baseline_dir` is the settings' baseline folder resolved against the project root.
+    `baseline_dir` is the settings' baseline folder resolved against the project root; `explained` holds, by
+    benchmark id, each verdict's explanation by the ops against the history's last op summary, or the line saying why
+    there is none (--perf-history-explain).
     """
 
     settings: Settings
@@ -42,6 +46,7 @@ class Gate:
     measurements: list[Measurement] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    explained: dict[str, Explanation | str] = field(default_factory=dict)
     _files: dict[Path, BaselineFile | None] = field(default_factory=dict)
     _unreadable: dict[Path, BadFileError] = field(default_factory=dict)
     _pending: dict[tuple[Path, str], dict[str, BaselineEntry]] = field(default_factory=dict)
@@ -94,6 +99,16 @@ class Gate:
             change_fails=self.settings.changes_fail,
         )
         self.verdicts.append(verdict)
+        entry = entries.get(case.benchmark_id)
+        if entry is not None:
+            found = explain_against_history(
+                self.settings.history_explain, verdict.status, entry.op_profile,
+                baselines.measured_op_profile(measurement), verdict.measured_change_s,
+                next((str(run.facts["op_profile_error"]) for run in measurement.runs
+                      if "op_profile_error" in run.facts), None),
+            )
+            if found is not None:
+                self.explained[case.benchmark_id] = found
         if self.records:
             recorded_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             self._pending.setdefault((path, case.device), {})[case.benchmark_id] = baselines.entry_of(
@@ -157,8 +172,9 @@ class Gate:
                 device=device, machine_slug=baselines.machine_slug(self.fingerprint, device, self.settings.machine),
                 machine=dict(first.machine), recorded_at=recorded_at, commit=self.commit, torch_version=torch_version,
                 kind="rebaseline" if self.settings.rebaseline else "update",
-                cases=tuple(archive.archived_case(entry, archived_verdict(verdicts.get(entry.case.benchmark_id)))
-                            for entry in group),
+                cases=tuple(archive.archived_case(entry, archived_verdict(
+                    verdicts.get(entry.case.benchmark_id), self.explained.get(entry.case.benchmark_id)))
+                    for entry in group),
             )
             for torch_version, group in by_torch.items()
         ]
@@ -199,15 +215,16 @@ class Gate:
         """The files a session leaves in `directory` and their text: the verdicts and errors as summary.json and
         summary.md (for a CI job to post), and the results tables as results.md."""
         return [
-            (directory / "summary.json", summary.render_json(self.verdicts, self.errors)),
-            (directory / "summary.md", summary.render_markdown(self.verdicts, self.errors)),
+            (directory / "summary.json", summary.render_json(self.verdicts, self.errors, self.explained)),
+            (directory / "summary.md", summary.render_markdown(self.verdicts, self.errors, self.explained)),
             (directory / "results.md", render_results_markdown(self.measurements, self.verdict_names())),
         ]
 
 
-def archived_verdict(verdict: Verdict | None) -> ArchivedVerdict | None:
+def archived_verdict(verdict: Verdict | None, explained: Explanation | str | None = None) -> ArchivedVerdict | None:
     """What the archive keeps of a verdict: status, ratio and its bounds, floor and band (a figure that is not a
-    finite number > 0, such as an infinite floor, is kept as unknown)."""
+    finite number > 0, such as an infinite floor, is kept as unknown), and the lines of its explanation by the ops
+    (`explained`, where there is one)."""
     if verdict is None:
         return None
 
@@ -217,6 +234,7 @@ def archived_verdict(verdict: Verdict | None) -> ArchivedVerdict | None:
     return ArchivedVerdict(
         status=verdict.status, ratio=known(verdict.ratio), ci_low=known(verdict.ci_low),
         ci_high=known(verdict.ci_high), floor=known(verdict.detectable_slowdown), tolerance=verdict.tolerance,
+        explanation=() if explained is None else tuple(explained_lines(explained)),
     )
 
 

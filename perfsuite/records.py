@@ -116,7 +116,8 @@ class Run:
     the median of device-event times of a few steps; `facts` are further figures (e.g. denoising steps).
     `figure` says what the rounds measure (STEP_FIGURE: `steps_per_round` steps back to back, then a drain, each
     round time divided by the steps; LATENCY_FIGURE: one step and a drain); `latency_median_s` is the median of
-    single steps each followed by a drain (None where not measured).
+    single steps each followed by a drain (None where not measured); `op_profile` the ops of a few steps profiled
+    after the rounds, where the settings asked for it (`OpProfile`).
     """
 
     case: Case
@@ -135,6 +136,7 @@ class Run:
     figure: str = STEP_FIGURE
     steps_per_round: int = 1
     latency_median_s: float | None = None
+    op_profile: OpProfile | None = None
 
     def __post_init__(self) -> None:
         # A tuple keeps the record immutable even when a list was passed in.
@@ -334,7 +336,9 @@ class BaselineEntry(RunMedians):
     `machine` holds the facts that identify the machine the runs came from (`store.baselines.machine_identity`);
     `tolerance` and `memory_tolerance` are the bands in force when it was recorded, as fractions; `figure` what its
     rounds measured (an entry recorded before the figure was stored timed one step and a drain a round: latency);
-    `parameter_count` the model's parameters when recorded (None in entries recorded before it was stored).
+    `parameter_count` the model's parameters when recorded (None in entries recorded before it was stored);
+    `op_profile` the op summary of the last session that stored one (`OpProfile`, with its `recorded_at` and
+    `commit`; None in entries recorded before summaries were stored, or without one).
     """
 
     case: Case
@@ -351,6 +355,7 @@ class BaselineEntry(RunMedians):
     runs: tuple[StoredRun, ...]
     figure: str = STEP_FIGURE
     parameter_count: int | None = None
+    op_profile: OpProfile | None = None
 
     @property
     def memory_bytes(self) -> int | None:
@@ -443,7 +448,7 @@ class OpProfile:
     captured-graph regions, whose inside torch.profiler cannot give per op; where the device falls back to the CPU
     (`watches_fallbacks`, MPS) `fallback_warnings` each CPU-fallback message seen with its count; `limits` what the
     device's profile cannot give. `device` is the case's device, `recorded_at` when it was profiled (a
-    UTC time, set where a history keeps it)."""
+    UTC time) and `commit` the project's commit then, both set where a history keeps it."""
 
     device: str
     steps: int
@@ -458,3 +463,4 @@ class OpProfile:
     watches_fallbacks: bool = False
     limits: tuple[str, ...] = ()
     recorded_at: str | None = None
+    commit: str | None = None

@@ -167,7 +167,8 @@ class Session:
         if not gate.verdicts and not gate.errors:
             return []
         sections = [("perfsuite results", render_results(gate.measurements, gate.verdict_names()))]
-        gate_text = summary.render_terminal(gate.verdicts, gate.errors) + "".join(f"{line}\n" for line in self.written)
+        gate_text = summary.render_terminal(gate.verdicts, gate.errors, gate.explained) + "".join(
+            f"{line}\n" for line in self.written)
         return sections[: bool(gate.measurements)] + [("perfsuite regression gate", gate_text)]
 
 
@@ -187,7 +188,8 @@ def plan_of(settings: Settings, cases: Sequence[Case], rounds: RoundSettings, pr
         sys_path += [folder for folder in source_folders(files) if folder not in sys_path]
     return SessionPlan(
         tuple(cases), settings.processes,
-        MeasureSettings(settings.warmup_steps, settings.ddp_processes, figure=settings.figure), rounds,
+        MeasureSettings(settings.warmup_steps, settings.ddp_processes, figure=settings.figure,
+                        profile_ops=settings.history_explain != "none" and not settings.ab), rounds,
         settings.isolation, settings.threads, sources, tuple(sys_path),
     )
 

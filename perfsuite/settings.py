@@ -60,8 +60,9 @@ DEFAULT_SUMMARY_DIR = WORK_FOLDER
 ON_CHANGE = ("fail", "warn")
 ON_INCONCLUSIVE = ("fail", "warn")
 ON_NO_BASE = ("fail", "warn")
-# Which A/B verdicts get an op-level explanation: every case, the regressed and improved ones (the default), none.
-AB_EXPLAIN = ("all", "changed", "none")
+# Which verdicts get an op-level explanation (A/B verdicts, and verdicts against a history): every case, the
+# regressed and improved ones (the default), none.
+EXPLAIN = ("all", "changed", "none")
 
 _Default = TypeVar("_Default", int, None)
 
@@ -138,6 +139,10 @@ OPTIONS = (
     Option("ab-explain", "all | changed | none: which A/B cases get an op-level explanation, profiled on both "
            "sides after the timed windows and diffed (ops whose calls changed, new or gone ops, the ops that account "
            "for the change; default: changed, the regressed and improved ones)"),
+    Option("history-explain", "all | changed | none: which cases judged against their history get an op-level "
+           "explanation against the history's last op summary (default: changed, the regressed and improved ones); "
+           "all and changed profile a few steps of every case after its timed rounds, and a recording session "
+           "stores that summary beside the runs; none profiles nothing"),
     Option("tolerance", "time band for every case, e.g. 0.15 or 15%% (default 0.10, or [tool.perfsuite.tolerance] "
            "per model or benchmark id)", table=True),
     Option("memory-tolerance", "memory band, e.g. 0.10 (default 0.10, or [tool.perfsuite.memory-tolerance] per "
@@ -178,6 +183,7 @@ class RawSettings:
     ab_python: Any = None
     ab_budget: Any = None
     ab_explain: Any = None
+    history_explain: Any = None
     tolerance: Any = None
     memory_tolerance: Any = None
 
@@ -197,7 +203,9 @@ class Settings:
     against a base revision and/or interpreter), with `processes` pairs of processes; `inconclusive_fails`: an A/B
     verdict that could not judge fails the job (else it is a warning); `no_base_fails`: a model the base does not
     have fails the job (else it reads 'no base' and the others are judged); `ab_explain` which A/B cases get an
-    op-level explanation (all, changed or none).
+    op-level explanation (all, changed or none); `history_explain` which cases judged against their history get
+    one (all, changed or none; anything but none profiles every case's ops after its rounds, and a recording session
+    stores them).
     """
 
     matrix: MatrixOptions
@@ -224,6 +232,7 @@ class Settings:
     ab_python: str | None = None
     ab_budget_s: float = AB_DEFAULT_BUDGET_S
     ab_explain: str = "changed"
+    history_explain: str = "changed"
 
     @property
     def ab(self) -> bool:
@@ -350,8 +359,10 @@ def validate_settings(
         ab_revision=ab_revision,
         ab_python=ab_python,
         ab_budget_s=_seconds(raw.ab_budget, where("ab_budget"), AB_DEFAULT_BUDGET_S),
-        ab_explain=_one_name(raw.ab_explain, AB_EXPLAIN, where("ab_explain")) if raw.ab_explain is not None
+        ab_explain=_one_name(raw.ab_explain, EXPLAIN, where("ab_explain")) if raw.ab_explain is not None
         else "changed",
+        history_explain=_one_name(raw.history_explain, EXPLAIN, where("history_explain"))
+        if raw.history_explain is not None else "changed",
         warmup_steps=_count(
             raw.warmup, where("warmup"), minimum=0, default=DEFAULT_WARMUP_STEPS, maximum=MAX_WARMUP_STEPS
         ),

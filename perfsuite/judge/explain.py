@@ -105,9 +105,41 @@ class Explanation:
 
 
 def wants_explanation(mode: str, status: str | None) -> bool:
-    """Whether a case with verdict `status` (None: not decided) gets an explanation under --perf-ab-explain `mode`
-    (all, changed or none)."""
+    """Whether a case with verdict `status` (None: not decided) gets an explanation under `mode` (all, changed or
+    none: --perf-ab-explain for an A/B verdict, --perf-history-explain for one against a history)."""
     return mode == "all" or mode == "changed" and status in ("regressed", "improved")
+
+
+# Where a history holds no op summary of a case yet (recorded before summaries were stored, or with
+# --perf-history-explain none): the one line said instead of an explanation.
+NO_RECORDED_SUMMARY = ("no op summary of this case is recorded in its history yet, so the change is not explained; "
+                       "the next recording session stores one (--perf-update-baseline)")
+
+
+def recorded_summary(recorded: OpProfile) -> str:
+    """What a history's recorded op summary is, for an explanation's `against`: from another session, when and at
+    which commit where known."""
+    when = recorded.recorded_at or "an unknown time"
+    commit = f"commit {recorded.commit}" if recorded.commit else "an unknown commit"
+    return f"the op summary recorded in another session ({when}, {commit})"
+
+
+def explain_against_history(
+    mode: str, status: str, recorded: OpProfile | None, current: OpProfile | None, measured_change_s: float | None,
+    current_problem: str | None = None,
+) -> Explanation | str | None:
+    """The explanation of a verdict against a history (`status`) under --perf-history-explain `mode`: this session's
+    op profile (`current`) diffed against the history's last recorded summary (`recorded`), with the change per step
+    the verdict measured (current - baseline). A line saying why instead where either profile is missing
+    (`current_problem`: why this session has none); None where the case gets no explanation."""
+    if not wants_explanation(mode, status):
+        return None
+    if recorded is None:
+        return NO_RECORDED_SUMMARY
+    if current is None:
+        why = current_problem or "its runs carry none"
+        return f"this session profiled no ops of the case ({why}), so the change is not explained"
+    return explain(recorded, current, measured_change_s, against=recorded_summary(recorded))
 
 
 def fallback_calls(profile: OpProfile) -> Counter[str]:

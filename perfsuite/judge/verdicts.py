@@ -91,6 +91,14 @@ class Verdict:
         much as the GPU."""
         return self.gpu_busy_fraction is not None and self.gpu_busy_fraction < LAUNCH_BOUND_BELOW
 
+    @property
+    def measured_change_s(self) -> float | None:
+        """The change per step the verdict measured (current - baseline), in seconds: the baseline's median times the
+        ratio less one, as the ratio estimates it; None where nothing was compared."""
+        if self.ratio is None or self.baseline_median_s is None:
+            return None
+        return self.baseline_median_s * (self.ratio - 1)
+
     def to_dict(self) -> dict[str, Any]:
         """The verdict as plain JSON-ready data, with `gate_failed` and `launch_bound` included."""
         return {

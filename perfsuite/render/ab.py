@@ -163,7 +163,7 @@ def explanation_lines(explanation: Explanation) -> list[tuple[int, str]]:
     e = explanation
     basis = "device time (each op's own kernels)" if e.basis == "device" else "host self time"
     lines: list[tuple[int, str]] = [(0, f"why, by the ops ({basis} a step; {e.steps[0]} and {e.steps[1]} steps "
-                                         f"profiled after the timed windows, against {e.against}):")]
+                                         f"profiled after the timing, against {e.against}):")]
     for index, change in enumerate(e.top):
         lines.append((1 if index == 0 else 5 + index, _op_line(change)))
     these = "these account" if len(e.top) > 1 else "this accounts"

@@ -1,6 +1,7 @@
 """Rendering verdicts: a terminal table, JSON for machines and markdown for a CI job to post.
 
-Pure functions from a list of `Verdict` to text; nothing here decides anything.
+Pure functions from a list of `Verdict` (and each verdict's explanation by the ops against its history, where there
+is one) to text; nothing here decides anything.
 """
 
 from __future__ import annotations
@@ -10,13 +11,18 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from perfsuite.judge.explain import Explanation
 from perfsuite.judge.verdicts import VERDICT_STATUSES, Verdict
+from perfsuite.render.ab import explanation_lines, terminal_explanation
 from perfsuite.render.escape import markdown_text, terminal_text
 from perfsuite.render.units import format_bytes, format_ratio, format_seconds
 from perfsuite.render.verdicts import RECORD_COMMAND, verdict_message
 
 VERDICTS_SCHEMA = "perfsuite-verdicts"
-VERDICTS_SCHEMA_VERSION = 3
+# Version 4 adds each verdict's explanation by the ops (`explanation`, `explanation_note`).
+VERDICTS_SCHEMA_VERSION = 4
+# A verdict's explanation by the ops against its history, or the one line saying why there is none.
+Explained = Explanation | str
 COLUMNS = (
     "benchmark", "verdict", "baseline", "current", "ratio", "CI", "p", "runs", "band", "detects", "samples/s",
     "memory", "memory change",
@@ -100,12 +106,34 @@ def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, str]]:
     return rows
 
 
-def _details(verdicts: Sequence[Verdict]) -> list[str]:
-    """The messages worth reading in full: failures, improvements, incompatibilities, too few rounds."""
-    worth = [v for v in sorted(verdicts, key=_order) if v.gate_failed or v.status not in ("unchanged", "no-baseline")]
-    lines = [verdict_message(v) for v in worth]
+def explained_lines(explained: Explained) -> list[str]:
+    """Every line of a verdict's explanation by the ops (unescaped), or the one line saying why it has none."""
+    if isinstance(explained, str):
+        return [explained]
+    return [text for _, text in explanation_lines(explained)]
+
+
+def _explanation_shown(explained: Explained | None, every_line: bool) -> list[str]:
+    """The lines under a case: none, the one line of a note, or an explanation's most telling lines (the terminal)
+    or all of them."""
+    if explained is None:
+        return []
+    if isinstance(explained, str) or every_line:
+        return explained_lines(explained)
+    return terminal_explanation(explained)
+
+
+def _details(
+    verdicts: Sequence[Verdict], explained: Mapping[str, Explained] | None = None, every_line: bool = False,
+) -> list[tuple[str, list[str]]]:
+    """The messages worth reading in full (failures, improvements, incompatibilities, too few rounds, and any case
+    with an explanation by the ops), each with the lines of its explanation beneath it."""
+    explained = explained or {}
+    worth = [v for v in sorted(verdicts, key=_order)
+             if v.gate_failed or v.status not in ("unchanged", "no-baseline") or v.benchmark_id in explained]
+    lines = [(verdict_message(v), _explanation_shown(explained.get(v.benchmark_id), every_line)) for v in worth]
     if any(v.status == "no-baseline" for v in verdicts):
-        lines.append(f"benchmarks without a baseline are not gated; record them with `{RECORD_COMMAND}`")
+        lines.append((f"benchmarks without a baseline are not gated; record them with `{RECORD_COMMAND}`", []))
     return lines
 
 
@@ -114,36 +142,54 @@ def _error_lines(errors: Mapping[str, str]) -> list[str]:
             for benchmark_id, message in sorted(errors.items())]
 
 
-def render_terminal(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None) -> str:
-    """The headline, a fixed-width table (medians in readable units), the messages that need reading, the cases
-    that errored and the legend."""
+def render_terminal(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None,
+                    explained: Mapping[str, Explained] | None = None) -> str:
+    """The headline, a fixed-width table (medians in readable units), the messages that need reading with the most
+    telling lines of each explanation by the ops beneath its case, the cases that errored and the legend."""
     errors = errors or {}
     if not verdicts:
         return headline(verdicts, len(errors)) + "\n" + "".join(
             f"  {terminal_text(line)}\n" for line in _error_lines(errors))
     table = pd.DataFrame(verdict_rows(verdicts), columns=list(COLUMNS)).map(terminal_text).to_string(index=False)
-    details = "".join(f"  {terminal_text(line)}\n" for line in [*_details(verdicts), *_error_lines(errors)])
+    details = "".join(
+        f"  {terminal_text(line)}\n" + "".join(f"    {terminal_text(text)}\n" for text in beneath)
+        for line, beneath in [*_details(verdicts, explained), *((line, []) for line in _error_lines(errors))]
+    )
     return f"{headline(verdicts, len(errors))}\n{table}\n" + (f"\n{details}" if details else "") + f"\n{LEGEND}\n"
 
 
-def render_json(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None) -> str:
-    """A JSON document: schema, whether the gate failed, the counts, every verdict (seconds, bytes) and the
-    cases that errored with their messages."""
+def render_json(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None,
+                explained: Mapping[str, Explained] | None = None) -> str:
+    """A JSON document: schema, whether the gate failed, the counts, every verdict (seconds, bytes) with its
+    explanation by the ops (`explanation`: the whole diff and its lines, or None; `explanation_note`: why a case
+    that asked for one has none) and the cases that errored with their messages."""
     errors = errors or {}
+    explained = explained or {}
     counts = summary_counts(verdicts, len(errors))
     document = {
         "schema": VERDICTS_SCHEMA,
         "schema_version": VERDICTS_SCHEMA_VERSION,
         "gate_failed": counts["gate-failed"] > 0,
         "counts": counts,
-        "verdicts": [{**v.to_dict(), "message": verdict_message(v)} for v in sorted(verdicts, key=_order)],
+        "verdicts": [
+            {**v.to_dict(), "message": verdict_message(v), **_explanation_fields(explained.get(v.benchmark_id))}
+            for v in sorted(verdicts, key=_order)
+        ],
         "errors": dict(sorted(errors.items())),
     }
     return json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
 
-def render_markdown(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None) -> str:
-    """A markdown report for a pull-request comment: the headline in bold, a table, the messages, the legend."""
+def _explanation_fields(explained: Explained | None) -> dict[str, object]:
+    if explained is None or isinstance(explained, str):
+        return {"explanation": None, "explanation_note": explained}
+    return {"explanation": {**explained.to_dict(), "lines": explained_lines(explained)}, "explanation_note": None}
+
+
+def render_markdown(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None,
+                    explained: Mapping[str, Explained] | None = None) -> str:
+    """A markdown report for a pull-request comment: the headline in bold, a table, the messages with every line of
+    each explanation by the ops beneath its case, the legend."""
     errors = errors or {}
     lines = [f"**{headline(verdicts, len(errors))}**", ""]
     if not verdicts:
@@ -152,8 +198,10 @@ def render_markdown(verdicts: Sequence[Verdict], errors: Mapping[str, str] | Non
     lines.append("|" + "|".join("---" for _ in COLUMNS) + "|")
     for row in verdict_rows(verdicts):
         lines.append("| " + " | ".join(markdown_text(row[column]) for column in COLUMNS) + " |")
-    details = [*_details(verdicts), *_error_lines(errors)]
+    details = [*_details(verdicts, explained, every_line=True), *((line, []) for line in _error_lines(errors))]
     if details:
-        lines += ["", *(f"- {markdown_text(line)}" for line in details)]
+        lines.append("")
+        for line, beneath in details:
+            lines += [f"- {markdown_text(line)}", *(f"  - {markdown_text(text)}" for text in beneath)]
     lines += ["", f"_{markdown_text(LEGEND)}_"]
     return "\n".join(lines) + "\n"

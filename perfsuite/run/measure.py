@@ -8,7 +8,8 @@ parts (`open_case` builds and warms a case once, then rounds are timed on reques
 What a measurement is: the case is built on its device, warm-up steps absorb first-call costs (cuDNN autotuning, MPS
 graph and shader compilation, allocator growth) and a non-finite training loss stops the case; pytest-benchmark times
 the rounds, each ending with the device drained; then the memory figures, device events and (on CUDA) the GPU's busy
-fraction are read; last, where the settings ask, one more step counts the FLOPs.
+fraction are read, and where the settings ask a few more steps are profiled for the case's op summary; last, where
+the settings ask, one more step counts the FLOPs.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 
 from perfsuite.matrix.axes import base_mode
-from perfsuite.records import LATENCY_FIGURE, Case, Fact, Failure, Outcome, Run
+from perfsuite.records import LATENCY_FIGURE, Case, Fact, Failure, OpProfile, Outcome, Run
 from perfsuite.run.compiled import CaptureImpossible, DynamoCounts, WrongCompiledResult
 from perfsuite.run.devices import DeviceBackend, backend
 from perfsuite.run.plan import MeasureSettings, RoundSettings, most_steps_per_round, rounds_for, steps_per_round
@@ -120,6 +121,7 @@ def _measure(
         )
         event_times_s = device.event_times_s(warm.prepared.run_step, EVENT_TIMED_STEPS)
         kernel_s = device.kernel_time_s(warm.prepared.run_step)
+        op_profile, profile_error = _op_profile(warm) if settings.profile_ops else (None, None)
         # Last, so that no figure above depends on whether this process counted (the counter's dispatch mode makes
         # torch import its compiler: a second and tens of MiB); a training step it counts changes the weights.
         count = flop_count(warm.prepared.step_to_count) if settings.count_flops else None
@@ -128,11 +130,25 @@ def _measure(
     if count is not None:
         warn_if_unknown(count)
         run = replace(run, flops_per_step=count.flops_per_step, facts={**run.facts, **flop_facts(count)})
+    if profile_error is not None:
+        run = replace(run, facts={**run.facts, "op_profile_error": profile_error})
     return replace(
-        run, latency_median_s=latency_median_s,
+        run, latency_median_s=latency_median_s, op_profile=op_profile,
         event_median_s=None if event_times_s is None else statistics.median(event_times_s),
         gpu_busy_fraction=None if kernel_s is None else min(1.0, kernel_s / statistics.median(round_times_s)),
     )
+
+
+def _op_profile(warm: WarmCase) -> tuple[OpProfile | None, str | None]:
+    """The ops of a few steps of the warm case, profiled after its rounds (as many steps as an A/B side profiles); or
+    None and what went wrong where the profiler failed (the run stands: the summary only explains it)."""
+    from perfsuite.run.ab import profile_steps
+    from perfsuite.run.profiling import profile_ops
+
+    try:
+        return profile_ops(warm.prepared.run_step, warm.device, profile_steps(warm.step_s)), None
+    except Exception as error:
+        return None, f"{type(error).__name__}: {error}"[:DETAILS_CHARACTERS]
 
 
 class PipelinedSteps:

@@ -60,13 +60,15 @@ class MeasureSettings:
     step (None: the device's default); `fresh_process` says the case has its process to itself, which makes the
     process's memory figure the case's own; `figure` what the rounds time (records.FIGURES); `count_flops` whether
     the step's FLOPs are counted (in a counted step of its own, outside the rounds; a session of worker processes
-    counts a case's in the first process that measures it, and an A/B job, comparing times, leaves them out)."""
+    counts a case's in the first process that measures it, and an A/B job, comparing times, leaves them out);
+    `profile_ops` whether a few steps are profiled after the rounds for the case's op summary (`Run.op_profile`)."""
 
     warmup_steps: int
     ddp_processes: int | None = None
     fresh_process: bool = False
     figure: str = STEP_FIGURE
     count_flops: bool = True
+    profile_ops: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ def run_to_json(run: Run) -> dict[str, Any]:
     document = asdict(run)
     document["round_times_s"] = list(run.round_times_s)
     document["facts"] = dict(run.facts)
+    document["op_profile"] = None if run.op_profile is None else op_profile_to_json(run.op_profile)
     return document
 
 
@@ -27,6 +28,7 @@ def run_from_json(document: Mapping[str, Any]) -> Run:
     values["case"] = Case(**values["case"])
     values["round_times_s"] = tuple(values["round_times_s"])
     values["facts"] = dict(values.get("facts") or {})
+    values["op_profile"] = None if values.get("op_profile") is None else op_profile_from_json(values["op_profile"])
     return Run(**values)
 
 

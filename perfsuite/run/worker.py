@@ -61,6 +61,7 @@ def spec_of(plan: SessionPlan, cases: Sequence[Case], count_flops_of: Collection
         "count_flops_of": [case.benchmark_id for case in cases
                            if plan.measure.count_flops and case.benchmark_id in count_flops_of],
         "ddp_processes": plan.measure.ddp_processes, "figure": plan.measure.figure, "threads": plan.threads,
+        "profile_ops": plan.measure.profile_ops,
         "rounds": asdict(plan.rounds),
         "workload_sources": {name: list(sources) for name, sources in plan.workload_sources.items()},
         "sys_path": list(plan.sys_path),
@@ -82,7 +83,7 @@ def measure_spec(spec: Mapping[str, Any], out: Path) -> int:
     rounds = RoundSettings(**spec["rounds"])
     settings = MeasureSettings(
         int(spec["warmup_steps"]), spec.get("ddp_processes"), fresh_process=len(spec["cases"]) == 1,
-        figure=spec["figure"],
+        figure=spec["figure"], profile_ops=bool(spec.get("profile_ops")),
     )
     for values in spec["cases"]:
         case = Case(**values)

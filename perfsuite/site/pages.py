@@ -277,7 +277,8 @@ def verdict_text(verdict: ArchivedVerdict) -> str:
 
 def sessions_table(history: CaseHistory) -> str:
     """Every session, newest first: when, commit, torch, kind, the figure its rounds measured, its runs' medians
-    (every run), their median, the rounds timed, samples/s at that median, memory, and the verdict judged then."""
+    (every run), their median, the rounds timed, samples/s at that median, memory, and the verdict judged then with
+    its explanation by the ops against the history's op summary recorded before (where the gate gave one)."""
     rows = []
     for session in reversed(history.sessions):
         verdict = session.verdict
@@ -288,8 +289,9 @@ def sessions_table(history: CaseHistory) -> str:
             cell(format_seconds(session.median_s)),
             cell(sum(r.rounds for r in session.runs)), cell(f"{session.samples_per_s:.4g}"),
             cell(format_bytes(session.memory_bytes)),
-            cell(ABSENT, css="") if verdict is None else cell(verdict_text(verdict),
-                                                              css=f"verdict verdict-{verdict.status}"),
+            cell(ABSENT, css="") if verdict is None else (
+                f'<td class="verdict verdict-{html_text(verdict.status)}">{html_text(verdict_text(verdict))}'
+                f"{_explanation_list(verdict.explanation)}</td>"),
         ])
     return table(("recorded at", "commit", "torch", "session", "figure", "run medians", "median", "rounds", "samples/s",
                   "memory", "verdict"), rows, ' class="runs"')

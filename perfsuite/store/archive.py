@@ -6,7 +6,8 @@ changed once written, so a rebaseline and a torch upgrade become marks on one co
 
 Layout: `<baseline_dir>/archive/<device>/<machine-slug>/<UTC stamp>-<commit or nocommit>-<random>.json`, e.g.
 `baselines/archive/cuda/nvidia-h200/20261202T160315Z-3d7a4eb-5f0c1a.json`; schema `perfsuite-archive`
-version 1, documented in docs/site.md.
+version 1, documented in docs/site.md. A verdict may carry the lines of its explanation by the ops (`explanation`,
+at most MAX_EXPLANATION_LINES): an optional field that readers before it ignore, so it needs no new version.
 
 `write_session` is the only writer (atomic, never replaces a file). `read_archive` reads a whole archive and
 never raises on a bad file: it returns the good sessions and, for each bad file, what is wrong and what to do.
@@ -36,6 +37,9 @@ SCHEMA = "perfsuite-archive"
 SCHEMA_VERSION = 1
 ARCHIVE_FOLDER = "archive"
 MAX_ARCHIVED_ROUNDS = 50
+# The lines an archived verdict keeps of its explanation by the ops, each cut to MAX_EXPLANATION_CHARACTERS.
+MAX_EXPLANATION_LINES = 24
+MAX_EXPLANATION_CHARACTERS = 400
 # Both kinds of recording session: `update` appends to the histories, `rebaseline` starts them over.
 SESSION_KINDS = ("update", "rebaseline")
 # The statuses of perfsuite.judge.verdicts.VERDICT_STATUSES (a test keeps the two equal; the store may not import
@@ -62,7 +66,9 @@ def _remedy(path: Path | str) -> str:
 class ArchivedVerdict:
     """What the gate decided for a case in the session: `status` (one of VERDICT_STATUSES), `ratio` of the
     current runs' median over the baseline's with its confidence bounds `ci_low`/`ci_high`, `floor` the smallest
-    slowdown the runs could detect (a fraction: 0.14 reads `detects >= 14%`), `tolerance` the band (a fraction)."""
+    slowdown the runs could detect (a fraction: 0.14 reads `detects >= 14%`), `tolerance` the band (a fraction);
+    `explanation` the lines that explained it by the ops against the history's last op summary, or the one line
+    saying why none could (empty where none was asked for)."""
 
     status: str
     ratio: float | None
@@ -70,10 +76,13 @@ class ArchivedVerdict:
     ci_high: float | None
     floor: float | None
     tolerance: float
+    explanation: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in VERDICT_STATUSES:
             raise ValueError(f"verdict status {self.status!r} is not one of {', '.join(VERDICT_STATUSES)}")
+        object.__setattr__(self, "explanation", tuple(
+            line[:MAX_EXPLANATION_CHARACTERS] for line in self.explanation[:MAX_EXPLANATION_LINES]))
 
 
 @dataclass(frozen=True)
@@ -212,6 +221,7 @@ def _case_to_json(archived: ArchivedCase) -> dict[str, Any]:
         "verdict": None if verdict is None else {
             "status": verdict.status, "ratio": verdict.ratio, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high,
             "floor": verdict.floor, "tolerance": verdict.tolerance,
+            **({"explanation": list(verdict.explanation)} if verdict.explanation else {}),
         },
     }
 
@@ -327,7 +337,16 @@ def _verdict_of(document: Mapping[str, Any], where: str) -> ArchivedVerdict | No
         ci_high=_optional_number(verdict, "ci_high", verdict_where),
         floor=None if floor is None else float(floor),
         tolerance=float(_field(verdict, "tolerance", "fraction", verdict_where)),
+        explanation=_explanation_of(verdict, verdict_where),
     )
+
+
+def _explanation_of(verdict: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The lines of a verdict's explanation by the ops (none in files written before explanations were kept)."""
+    lines = _field(verdict, "explanation", "list", where) if "explanation" in verdict else []
+    if len(lines) > MAX_EXPLANATION_LINES or not all(isinstance(line, str) for line in lines):
+        raise _Problem(f"{where}: 'explanation' must be a list of at most {MAX_EXPLANATION_LINES} lines of text")
+    return tuple(lines)
 
 
 def _archived_case(document: Any, index: int, device: str, commit: str | None) -> ArchivedCase:

@@ -3,7 +3,9 @@
 Layout: `<baseline_dir>/<device>/<machine>.json`, e.g. `baselines/cuda/nvidia-h200.json`; `<machine>` is the
 `--perf-machine` name when given, else made from the hardware (`machine_slug`). The format (schema 2) is
 documented in docs/gate.md; schema-1 files (one run per entry, the machine once per file) are read as
-one-run histories and only rewritten, as schema 2, when the user records into them.
+one-run histories and only rewritten, as schema 2, when the user records into them. An entry may carry the op
+summary of the last session that profiled the case (`op_profile`, bounded by `stored_op_profile`): an optional
+field that readers before it ignore, so it needs no new schema version; an entry without it reads as None.
 
 Reading never changes a file. `record_runs` is the only writer: it appends runs to each entry's history
 (keeping the newest `MAX_HISTORY_RUNS`) under a lock, with an atomic replace, so a file is never half-written.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,15 +31,21 @@ from perfsuite.matrix.axes import COMPILE_MODES, DEVICES, EAGER
 from perfsuite.records import (
     FIGURES,
     LATENCY_FIGURE,
+    MAX_PROFILE_KERNELS,
+    MAX_PROFILE_OPS,
     MIN_ROUND_TIME_S,
     STEP_FIGURE,
     BaselineEntry,
     Case,
     Measurement,
+    OpProfile,
+    OpTime,
     StoredRun,
     is_finite_positive,
 )
 from perfsuite.run.devices import backend
+from perfsuite.run.profiling import merge_profiles
+from perfsuite.run.wire import op_profile_to_json
 from perfsuite.store.files import refuse_special_file, special_file_kind, write_text_atomically
 from perfsuite.store.jsonfile import MAX_JSON_INTEGER, parse_json_text, read_json_file
 
@@ -46,6 +55,9 @@ READABLE_SCHEMA_VERSIONS = (1, 2)
 MAX_STORED_ROUNDS = 50
 MAX_HISTORY_RUNS = 20
 STORED_SIGNIFICANT_FIGURES = 4
+# What a stored op summary keeps of a name or a fallback message (an op's name is far shorter; a compiled region's
+# or a warning's can run to kilobytes).
+MAX_STORED_NAME_CHARACTERS = 200
 NAME_MAX_BYTES = 255  # the longest file name on Linux and macOS file systems
 # The longest file name the store makes from a machine name is a bad file moved aside,
 # `<machine>.bad-YYYYmmddTHHMMSSZ.json`; the lock `.<machine>.json.lock` and temporaries are shorter.
@@ -124,6 +136,39 @@ def stored_run(
     )
 
 
+def stored_op_profile(profile: OpProfile, recorded_at: str, commit: str | None) -> OpProfile:
+    """What the store keeps of an op summary, recorded at `recorded_at` (UTC) and `commit`: at most MAX_PROFILE_OPS
+    ops, MAX_PROFILE_KERNELS kernels, regions and fallback messages (the largest; a profile already keeps no more),
+    names cut to MAX_STORED_NAME_CHARACTERS, times at 4 significant figures."""
+
+    def name(text: str) -> str:
+        return text[:MAX_STORED_NAME_CHARACTERS]
+
+    def stored(op: OpTime) -> OpTime:
+        return OpTime(name(op.name), op.calls, _significant(op.host_self_s),
+                      None if op.device_s is None else _significant(op.device_s))
+
+    return replace(
+        profile, host_s=_significant(profile.host_s), host_outside_ops_s=_significant(profile.host_outside_ops_s),
+        device_wait_s=_significant(profile.device_wait_s),
+        ops=tuple(stored(op) for op in profile.ops[:MAX_PROFILE_OPS]),
+        other_ops=None if profile.other_ops is None else stored(profile.other_ops),
+        kernels=tuple(stored(op) for op in profile.kernels[:MAX_PROFILE_KERNELS]),
+        regions=tuple(stored(op) for op in profile.regions[:MAX_PROFILE_KERNELS]),
+        fallback_warnings=tuple((name(message), count)
+                                for message, count in profile.fallback_warnings[:MAX_PROFILE_KERNELS]),
+        limits=tuple(name(limit) for limit in profile.limits[:MAX_PROFILE_KERNELS]),
+        recorded_at=recorded_at, commit=commit,
+    )
+
+
+def measured_op_profile(measurement: Measurement) -> OpProfile | None:
+    """The op summary of a measurement: its runs' profiles merged (each time the median per step over the runs, so a
+    burst of other work in one process weighs little); None where no run profiled its ops."""
+    profiles = [run.op_profile for run in measurement.runs if run.op_profile is not None]
+    return merge_profiles(profiles) if profiles else None
+
+
 def entry_of(
     measurement: Measurement,
     identity: Mapping[str, str],
@@ -134,14 +179,16 @@ def entry_of(
 ) -> BaselineEntry:
     """The baseline entry holding the runs of `measurement`, recorded on the machine `identity` at `recorded_at`
     (UTC, ISO 8601) and `commit`, with the bands in force; each run keeps its memory figure only where it belongs to
-    the case alone (`Run.own_memory_bytes`)."""
+    the case alone (`Run.own_memory_bytes`), and the entry the runs' op summary where they profiled their ops."""
     last = measurement.last
+    profile = measured_op_profile(measurement)
     return BaselineEntry(
         case=measurement.case, config_digest=last.config_digest, torch_version=last.torch_version,
         threads=last.threads, machine=dict(identity), memory_figure=last.memory_figure,
         samples_per_step=last.samples_per_step, flops_per_step=last.flops_per_step,
         gpu_busy_fraction=last.gpu_busy_fraction, tolerance=tolerance, memory_tolerance=memory_tolerance,
         figure=last.figure, parameter_count=last.parameter_count,
+        op_profile=None if profile is None else stored_op_profile(profile, recorded_at, commit),
         runs=tuple(
             stored_run(run.round_times_s, run.own_memory_bytes, recorded_at, commit) for run in measurement.runs
         ),
@@ -158,7 +205,8 @@ def append_runs(
     """The entry after recording `new` (the facts of this session and its runs): the runs are appended to the
     existing history, which keeps its newest `max_runs` runs. With `rebaseline` the history starts over.
     Raises IncompatibleHistory when the existing entry's machine, config digest, torch version or threads
-    differ from `new`'s and `rebaseline` is not set. A history of unknown threads (schema 1) takes any."""
+    differ from `new`'s and `rebaseline` is not set. A history of unknown threads (schema 1) takes any. The entry
+    keeps the newest op summary: `new`'s, else (appending) the existing one."""
     if existing is None or rebaseline:
         return replace(new, runs=new.runs[-max_runs:])
     differences = [
@@ -176,7 +224,7 @@ def append_runs(
             f"{new.case.benchmark_id}: its baseline history was recorded with another {', '.join(differences)}; "
             f"start it over with `{REBASELINE_COMMAND}`"
         )
-    return replace(new, runs=(existing.runs + new.runs)[-max_runs:])
+    return replace(new, runs=(existing.runs + new.runs)[-max_runs:], op_profile=new.op_profile or existing.op_profile)
 
 
 # --- the codec --------------------------------------------------------------------------------------------
@@ -201,6 +249,7 @@ def _entry_to_json(entry: BaselineEntry) -> dict[str, Any]:
         "samples_per_step": entry.samples_per_step, "flops_per_step": entry.flops_per_step,
         "gpu_busy_fraction": entry.gpu_busy_fraction, "tolerance": entry.tolerance,
         "memory_tolerance": entry.memory_tolerance, "figure": entry.figure, "parameter_count": entry.parameter_count,
+        **({} if entry.op_profile is None else {"op_profile": _op_profile_to_json(entry.op_profile)}),
         "runs": [
             {
                 "median_s": run.median_s, "rounds": run.rounds, "round_times_s": list(run.round_times_s),
@@ -209,6 +258,11 @@ def _entry_to_json(entry: BaselineEntry) -> dict[str, Any]:
             for run in entry.runs
         ],
     }
+
+
+def _op_profile_to_json(profile: OpProfile) -> dict[str, Any]:
+    document = op_profile_to_json(profile)
+    return {**document, **{name: list(document[name]) for name in ("ops", "kernels", "regions")}}
 
 
 class _Problem(Exception):
@@ -222,7 +276,8 @@ def _is_time(value: object) -> bool:
 
 def _field(document: Mapping[str, Any], name: str, kind: str, where: str, nullable: bool = False) -> Any:
     """One field of `document`, checked: kind is text, count (int >= 0), size (int >= 1), positive (finite number > 0),
-    time (finite seconds >= MIN_ROUND_TIME_S), fraction ([0, 1)), share ([0, 1]), object or list."""
+    time (finite seconds >= MIN_ROUND_TIME_S), seconds (finite >= 0), fraction ([0, 1)), share ([0, 1]), flag (a
+    bool), object or list."""
     if name not in document:
         raise _Problem(f"{where} misses the field {name!r}")
     value = document[name]
@@ -238,13 +293,15 @@ def _field(document: Mapping[str, Any], name: str, kind: str, where: str, nullab
         "share": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1,
         "object": lambda v: isinstance(v, dict),
         "list": lambda v: isinstance(v, list),
+        "seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0,
+        "flag": lambda v: isinstance(v, bool),
     }
     if not checks[kind](value):
         expected = {
             "text": "text", "count": "a whole number >= 0", "size": "a whole number >= 1",
             "positive": "a finite number > 0", "time": f"a finite time >= {MIN_ROUND_TIME_S:g} seconds",
             "fraction": "a fraction in [0, 1)", "share": "a fraction in [0, 1]", "object": "an object",
-            "list": "a list",
+            "list": "a list", "seconds": "a finite number of seconds >= 0", "flag": "true or false",
         }[kind]
         null = " or null" if nullable else ""
         raise _Problem(f"{where}: field {name!r} should be {expected}{null}, got {_shown(value)}")
@@ -364,7 +421,58 @@ def _entry_v2(entry: Any, benchmark_id: str, device: str) -> BaselineEntry:
         parameter_count=(
             _field(entry, "parameter_count", "count", where, nullable=True) if "parameter_count" in entry else None
         ),
+        op_profile=_op_profile_of(entry, device, where),
     )
+
+
+def _op_profile_of(entry: Mapping[str, Any], device: str, where: str) -> OpProfile | None:
+    """The entry's op summary, checked field by field; None where it has none (recorded before summaries were
+    stored, or without one)."""
+    document = _field(entry, "op_profile", "object", where, nullable=True) if "op_profile" in entry else None
+    if document is None:
+        return None
+    where = f"{where} op_profile"
+
+    def op(item: Any, at: str) -> OpTime:
+        if not isinstance(item, dict):
+            raise _Problem(f"{at} is not an object")
+        return OpTime(_field(item, "name", "text", at), _field(item, "calls", "count", at),
+                      float(_field(item, "host_self_s", "seconds", at)),
+                      _nullable_float(_field(item, "device_s", "seconds", at, nullable=True)))
+
+    def ops(name: str, limit: int) -> tuple[OpTime, ...]:
+        items = _field(document, name, "list", where) if name in document else []
+        if len(items) > limit:
+            raise _Problem(f"{where}: {name!r} holds {len(items)} items; a stored summary keeps at most {limit}")
+        return tuple(op(item, f"{where} {name}[{index}]") for index, item in enumerate(items))
+
+    warnings = _field(document, "fallback_warnings", "list", where) if "fallback_warnings" in document else []
+    if not all(isinstance(w, list) and len(w) == 2 and isinstance(w[0], str) and isinstance(w[1], int)
+               and not isinstance(w[1], bool) and w[1] >= 0 for w in warnings):
+        raise _Problem(f"{where}: 'fallback_warnings' must be a list of [message, count] pairs")
+    limits = _field(document, "limits", "list", where) if "limits" in document else []
+    if not all(isinstance(limit, str) for limit in limits):
+        raise _Problem(f"{where}: 'limits' must be a list of text")
+    profile_device = _field(document, "device", "text", where)
+    if profile_device != device:
+        raise _Problem(f"{where} was profiled on {profile_device!r} in a file of device {device!r}")
+    other = _field(document, "other_ops", "object", where, nullable=True) if "other_ops" in document else None
+    return OpProfile(
+        device=profile_device, steps=_field(document, "steps", "size", where),
+        host_s=float(_field(document, "host_s", "seconds", where)),
+        host_outside_ops_s=float(_field(document, "host_outside_ops_s", "seconds", where)),
+        ops=ops("ops", MAX_PROFILE_OPS), other_ops=None if other is None else op(other, f"{where} other_ops"),
+        device_wait_s=float(_field(document, "device_wait_s", "seconds", where)),
+        kernels=ops("kernels", MAX_PROFILE_KERNELS), regions=ops("regions", MAX_PROFILE_KERNELS),
+        fallback_warnings=tuple((message, count) for message, count in warnings[:MAX_PROFILE_KERNELS]),
+        watches_fallbacks=_field(document, "watches_fallbacks", "flag", where),
+        limits=tuple(limits), recorded_at=_field(document, "recorded_at", "text", where, nullable=True),
+        commit=_field(document, "commit", "text", where, nullable=True),
+    )
+
+
+def _nullable_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _entry_v1(entry: Any, benchmark_id: str, device: str, machine: Mapping[str, Any]) -> BaselineEntry:

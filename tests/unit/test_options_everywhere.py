@@ -18,6 +18,7 @@ TOML_VALUES = {
     "on-no-base": "fail", "machine": "ci-m2",
     "baseline-dir": "baselines", "summary-dir": ".perfsuite", "tolerance": 0.1, "memory-tolerance": 0.2,
     "ab": "merge-base", "ab-python": "/usr/bin/python3", "ab-budget": 120, "ab-explain": "all",
+    "history-explain": "none",
 }
 
 

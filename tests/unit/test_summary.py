@@ -150,7 +150,7 @@ def test_the_terminal_report_ends_with_the_legend():
 
 def test_json_has_the_schema_counts_errors_and_verdicts():
     document = json.loads(render_json([UNCHANGED, REGRESSED], ERRORS))
-    assert (document["schema"], document["schema_version"]) == ("perfsuite-verdicts", 3)
+    assert (document["schema"], document["schema_version"]) == ("perfsuite-verdicts", 4)
     assert (document["counts"]["errored"], document["counts"]["regressed"], document["gate_failed"]) == (1, 1, True)
     assert document["errors"] == ERRORS
     assert [v["benchmark_id"] for v in document["verdicts"]] == [

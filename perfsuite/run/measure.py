@@ -121,7 +121,9 @@ def _measure(
         )
         event_times_s = device.event_times_s(warm.prepared.run_step, EVENT_TIMED_STEPS)
         kernel_s = device.kernel_time_s(warm.prepared.run_step)
+        profile_started_s = time.perf_counter()
         op_profile, profile_error = _op_profile(warm) if settings.profile_ops else (None, None)
+        op_profile_s = time.perf_counter() - profile_started_s
         # Last, so that no figure above depends on whether this process counted (the counter's dispatch mode makes
         # torch import its compiler: a second and tens of MiB); a training step it counts changes the weights.
         count = flop_count(warm.prepared.step_to_count) if settings.count_flops else None
@@ -130,8 +132,9 @@ def _measure(
     if count is not None:
         warn_if_unknown(count)
         run = replace(run, flops_per_step=count.flops_per_step, facts={**run.facts, **flop_facts(count)})
-    if profile_error is not None:
-        run = replace(run, facts={**run.facts, "op_profile_error": profile_error})
+    if settings.profile_ops:  # what the summary cost, and why there is none where the profiler failed
+        run = replace(run, facts={**run.facts, "op_profile_s": op_profile_s,
+                                  **({} if profile_error is None else {"op_profile_error": profile_error})})
     return replace(
         run, latency_median_s=latency_median_s, op_profile=op_profile,
         event_median_s=None if event_times_s is None else statistics.median(event_times_s),

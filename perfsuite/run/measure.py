@@ -142,14 +142,23 @@ def _measure(
     )
 
 
+def op_profile_steps(step_s: float) -> int:
+    """The steps profiled for the op summary of a case whose step takes `step_s` seconds: about as many as an A/B side
+    profiles (PROFILE_S seconds of steps, at most MAX_PROFILE_STEPS), but at least one rather than its four (one a
+    turn there): a session profiles every case it measures, and a step of seconds profiled four times cost a fifth of
+    a recording session at defaults here (the profiler's events cost several times the step)."""
+    from perfsuite.run.ab import MAX_PROFILE_STEPS, PROFILE_S
+
+    return min(MAX_PROFILE_STEPS, max(1, math.floor(PROFILE_S / max(step_s, 1e-9))))
+
+
 def _op_profile(warm: WarmCase) -> tuple[OpProfile | None, str | None]:
-    """The ops of a few steps of the warm case, profiled after its rounds (as many steps as an A/B side profiles); or
-    None and what went wrong where the profiler failed (the run stands: the summary only explains it)."""
-    from perfsuite.run.ab import profile_steps
+    """The ops of a few steps of the warm case, profiled after its rounds (`op_profile_steps`); or None and what went
+    wrong where the profiler failed (the run stands: the summary only explains it)."""
     from perfsuite.run.profiling import profile_ops
 
     try:
-        return profile_ops(warm.prepared.run_step, warm.device, profile_steps(warm.step_s)), None
+        return profile_ops(warm.prepared.run_step, warm.device, op_profile_steps(warm.step_s)), None
     except Exception as error:
         return None, f"{type(error).__name__}: {error}"[:DETAILS_CHARACTERS]
 

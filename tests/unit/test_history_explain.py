@@ -102,6 +102,13 @@ def test_a_bad_summary_names_the_entry_and_field(tmp_path, change, named):
     assert f"entry {BENCHMARK_ID!r} op_profile" in str(error.value) and named in str(error.value)
 
 
+@pytest.mark.parametrize(("step_s", "steps"), [(0.001, 8), (0.03, 3), (0.05, 2), (0.2, 1), (3.0, 1)])
+def test_a_summary_profiles_about_a_tenth_of_a_second_of_steps_at_least_one_and_at_most_eight(step_s, steps):
+    from perfsuite.run.measure import op_profile_steps
+
+    assert op_profile_steps(step_s) == steps
+
+
 def test_a_regression_is_explained_against_the_recorded_summary_said_to_be_from_another_session():
     found = explain_against_history("changed", "regressed", recorded(), profile(NORM_TWICE), 0.0004)
     assert isinstance(found, Explanation)

@@ -41,6 +41,8 @@ LATENCY_STEPS = 20
 CALIBRATION_TURNS = 3
 MIN_CALIBRATION_STEPS = 5
 CALIBRATION_WINDOW_S = 0.02
+# The steps of a case's op summary: about this many seconds of them (`op_profile_steps`).
+OP_SUMMARY_S = 0.01
 # Compile modes that go through torch.compile (and so Dynamo's counters).
 TORCH_COMPILE_MODES = ("inductor", "reduce-overhead")
 # How much of a traceback a failure keeps as its details.
@@ -122,7 +124,8 @@ def _measure(
         event_times_s = device.event_times_s(warm.prepared.run_step, EVENT_TIMED_STEPS)
         kernel_s = device.kernel_time_s(warm.prepared.run_step)
         profile_started_s = time.perf_counter()
-        op_profile, profile_error = _op_profile(warm) if settings.profile_ops else (None, None)
+        op_profile, profile_error = (_op_profile(warm, statistics.median(round_times_s)) if settings.profile_ops
+                                     else (None, None))
         op_profile_s = time.perf_counter() - profile_started_s
         # Last, so that no figure above depends on whether this process counted (the counter's dispatch mode makes
         # torch import its compiler: a second and tens of MiB); a training step it counts changes the weights.
@@ -143,22 +146,23 @@ def _measure(
 
 
 def op_profile_steps(step_s: float) -> int:
-    """The steps profiled for the op summary of a case whose step takes `step_s` seconds: about as many as an A/B side
-    profiles (PROFILE_S seconds of steps, at most MAX_PROFILE_STEPS), but at least one rather than its four (one a
-    turn there): a session profiles every case it measures, and a step of seconds profiled four times cost a fifth of
-    a recording session at defaults here (the profiler's events cost several times the step)."""
-    from perfsuite.run.ab import MAX_PROFILE_STEPS, PROFILE_S
+    """The steps profiled for the op summary of a case whose step takes `step_s` seconds: about OP_SUMMARY_S seconds
+    of steps, at least one and at most as many as an A/B side profiles (MAX_PROFILE_STEPS). Fewer than an A/B side's
+    0.1 s: a session profiles every case it measures, and the profiler's events cost 6 to 25 times the step here, so
+    0.1 s of steps cost 15% of a recording session at defaults (one step, where a step is long, is what it keeps)."""
+    from perfsuite.run.ab import MAX_PROFILE_STEPS
 
-    return min(MAX_PROFILE_STEPS, max(1, math.floor(PROFILE_S / max(step_s, 1e-9))))
+    return min(MAX_PROFILE_STEPS, max(1, math.floor(OP_SUMMARY_S / max(step_s, 1e-9))))
 
 
-def _op_profile(warm: WarmCase) -> tuple[OpProfile | None, str | None]:
-    """The ops of a few steps of the warm case, profiled after its rounds (`op_profile_steps`); or None and what went
-    wrong where the profiler failed (the run stands: the summary only explains it)."""
+def _op_profile(warm: WarmCase, step_s: float) -> tuple[OpProfile | None, str | None]:
+    """The ops of a few steps of the warm case, profiled after its rounds (`op_profile_steps` of `step_s`, the rounds'
+    median step: the warm-up's steps run slower); or None and what went wrong where the profiler failed (the run
+    stands: the summary only explains it)."""
     from perfsuite.run.profiling import profile_ops
 
     try:
-        return profile_ops(warm.prepared.run_step, warm.device, op_profile_steps(warm.step_s)), None
+        return profile_ops(warm.prepared.run_step, warm.device, op_profile_steps(step_s)), None
     except Exception as error:
         return None, f"{type(error).__name__}: {error}"[:DETAILS_CHARACTERS]
 

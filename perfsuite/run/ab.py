@@ -44,6 +44,12 @@ from perfsuite.run.wire import op_profile_from_json, outcome_from_json, run_from
 WINDOWS = 8
 MIN_WINDOWS = 4
 MIN_ROUNDS_PER_WINDOW = 2
+# A block's round holds at most this many seconds of steps (one step, where a step is longer): a window then holds
+# several rounds, and a burst of other work on the host costs a round, not the window. On an H100 at
+# --benchmark-max-time 1.0 the launch-bound cases' rounds of 0.2-0.4 s (2 a window) read 5-30% apart in A/A; at 0.3
+# (rounds of at most 0.06 s) their floors were 0.2-3.3%. The drain at a round's end (about 1 ms on a launch-bound
+# step) then dilutes a change by about 2%, alike on both sides.
+MAX_ROUND_S = 0.06
 # The steps profiled per side to explain a case (after its timed windows, never inside them): about PROFILE_S
 # seconds of steps, at least MIN_PROFILE_STEPS and at most MAX_PROFILE_STEPS.
 PROFILE_S = 0.1
@@ -649,8 +655,8 @@ def measure_case_pair(
         step_s = max(replies[name]["step_s"] for name in replies)
         # Both sides run rounds of the same steps: a round's drain adds its cost / steps to each step's time, so
         # rounds of 1 step on one side against 12 on the other (each side's own calibration, a noisy figure on a
-        # launch-bound step) would read as a difference of the sides.
-        steps = max(replies[name]["steps_per_round"] for name in replies)
+        # launch-bound step) would read as a difference of the sides. At most MAX_ROUND_S of steps a round.
+        steps = min(max(replies[name]["steps_per_round"] for name in replies), max(1, int(MAX_ROUND_S / step_s)))
         window_s, planned = window_plan(step_s, steps, plan.rounds.max_time_s)
         windows = windows or planned
         start = order.randrange(2)

@@ -56,8 +56,8 @@ ONE_MS_S = 1e-3
 def measure_cases(
     device: str, cases: Sequence[SelftestCase], max_time_s: float, warmup_steps: int, order_seed: int
 ) -> list[dict[str, Any]]:
-    """Time each case with the one measuring path (`perfsuite.run.measure.measure`), in an order shuffled by `order_seed`,
-    so no case always runs first or last in its process. One record per case: its name, the slowdown it
+    """Time each case with the one measuring path (`perfsuite.run.measure.measure`), in an order shuffled by
+    `order_seed`, so no case always runs first or last in its process. One record per case: its name, the slowdown it
     carries and its run."""
     from perfsuite.run.measure import measure
     from perfsuite.run.plan import MeasureSettings

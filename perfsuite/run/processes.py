@@ -118,8 +118,9 @@ def run_worker(
                 except WorkerGone as gone:
                     workers.stop(worker, at_once=True)
                     worker = None
-                    # A worker stopped for want of an answer says so after its own output.
-                    tail = gone.output_tail if gone.what.startswith("exited") else f"{gone.output_tail}\n({gone.what})"
+                    tail = gone.output_tail
+                    if not gone.what.startswith(("exited", "is gone")):  # stopped: no answer in time, or a garbled one
+                        tail = f"{tail}\n({gone.what})"
                     outcome = crashed(case, -1 if gone.exit_status is None else gone.exit_status, tail.strip())
                 results.append((case, outcome))
             stopping = False

@@ -32,7 +32,9 @@ from perfsuite.judge.ab import AB_DEFAULT_TOLERANCE, MAX_BLOCKS, AbVerdict, judg
 from perfsuite.judge.explain import Explanation, explain, wants_explanation
 from perfsuite.records import AbMeasurement, AbSide, Case, Outcome, WorkloadSource
 from perfsuite.render import ab as render
+from perfsuite.render.progress import ab_progress_line
 from perfsuite.run.ab import (
+    REQUEST_TIMEOUT_S,
     AbInterrupted,
     AbResults,
     AbSchedule,
@@ -42,6 +44,7 @@ from perfsuite.run.ab import (
     start_workers,
 )
 from perfsuite.run.plan import SessionPlan
+from perfsuite.run.workers import Workers
 from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store.files import keep_out_of_git, write_text_atomically
 from perfsuite.store.revisions import (
@@ -169,8 +172,9 @@ class AbJob:
         schedule = replace(self.schedule, processes=1)
         seen = AbResults()
         try:
-            for worker in start_workers(self.plan, self.base, self.head, schedule, [], self.models, self.folder, seen):
-                worker.stop()
+            workers = Workers(self.folder, REQUEST_TIMEOUT_S)
+            start_workers(workers, self.plan, self.base, self.head, schedule, [], self.models, seen)
+            workers.stop_all()
         except AbUnusable as error:
             self.close()
             raise UsageError(str(error)) from None
@@ -219,7 +223,8 @@ class AbJob:
         for model, why in sorted(self.no_base.items()):
             show(f"perfsuite A/B: {model}: no base (the base side does not have it): {why}")
         try:
-            self.results = measure_ab(plan, self.base, self.head, self.folder, show, self.schedule, decided,
+            self.results = measure_ab(plan, self.base, self.head, self.folder,
+                                      lambda progress: show(ab_progress_line(progress)), self.schedule, decided,
                                       explain=None if self.settings.ab_explain == "none" else explained) if (
                 plan.cases) else AbResults(budget_s=self.settings.ab_budget_s)
         except AbInterrupted as stopped:

@@ -281,6 +281,7 @@ def test_a_worker_killed_while_idle_mid_round_is_replaced_and_costs_no_case(tmp_
     it in the round); now the worker is replaced and every case is judged."""
     from perfsuite.judge.ab import look
     from perfsuite.records import Case, WorkloadSource
+    from perfsuite.render.progress import ab_progress_line
     from perfsuite.run import ab
     from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
 
@@ -304,8 +305,8 @@ def test_a_worker_killed_while_idle_mid_round_is_replaced_and_costs_no_case(tmp_
     monkeypatch.setattr(ab.Worker, "__init__", recording_init)
     killed: list[int] = []
 
-    def show(line: str) -> None:
-        if "block 1" in line and not killed:
+    def show(progress) -> None:
+        if "block 1" in ab_progress_line(progress) and not killed:
             killed.append(started[-1].process.pid)
             started[-1].process.kill()
             started[-1].process.wait()

@@ -91,7 +91,7 @@ class Gate:
             measurement, entries.get(case.benchmark_id), identity, tolerance=tolerance,
             memory_tolerance=memory_tolerance, machine_spread=pooled_machine_spread(entries.values(), identity),
             baseline_source=str(path), current_memory_bytes=measurement.own_memory_bytes,
-            change_fails=self.settings.changes_fail,
+            change_fails=self.settings.change_fails,
         )
         self.verdicts.append(verdict)
         if self.records:

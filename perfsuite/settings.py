@@ -130,6 +130,78 @@ class Option(Generic[T]):
         return dict(zip(self.fills, value, strict=True))
 
 
+def _one_name(raw: object, valid: Sequence[str], where: str) -> str:
+    chosen = parse_names(raw, valid, where)
+    if len(chosen) != 1:
+        raise UsageError(f"{where}: one value, please (got {', '.join(chosen)}); valid: {', '.join(valid)}")
+    return chosen[0]
+
+
+def _seconds(raw: object, where: str) -> float:
+    """A positive, finite number of seconds from text or a TOML number."""
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"{where} needs a number of seconds, e.g. 300, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{where} needs a positive number of seconds, e.g. 300, got {raw!r}")
+    return value
+
+
+def _count(raw: object, where: str, minimum: int, maximum: int | None = None) -> int:
+    """A whole number in [`minimum`, `maximum`] from text or a TOML integer."""
+    if isinstance(raw, bool) or isinstance(raw, float) or not isinstance(raw, (int, str)):
+        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}") from None
+    if value < minimum:
+        raise UsageError(f"{where}: {value} is too small; it must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise UsageError(f"{where}: {value} is too large; it must be at most {maximum}")
+    return value
+
+
+def _ab_text(raw: object, where: str) -> str:
+    """A revision or a path for the A/B options: non-empty text."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise UsageError(f"{where} needs a value (a git revision or merge-base; a python path), got {raw!r}")
+    return raw.strip()
+
+
+def _switch(raw: object, where: str) -> bool:
+    """An on/off option: a flag on the command line, true or false in pyproject.toml."""
+    if not isinstance(raw, bool):
+        raise UsageError(f"{where}: {raw!r} is not true or false")
+    return raw
+
+
+def _machine_name(raw: object, where: str) -> str:
+    text = str(raw).strip() if isinstance(raw, str) else ""
+    if not text or not all(c.isalnum() or c in "-_." for c in text) or text.startswith("."):
+        raise UsageError(
+            f"{where}: {raw!r} is not a machine name; use letters, digits, '-', '_' and '.', e.g. ci-m2-max"
+        )
+    size_bytes = len(text.encode("utf-8"))
+    if size_bytes > MAX_MACHINE_NAME_BYTES:
+        raise UsageError(
+            f"{where}: a name of {size_bytes} bytes is too long for a file name; use at most {MAX_MACHINE_NAME_BYTES} "
+            "bytes (the baseline file and the files perfsuite makes beside it must fit in 255)"
+        )
+    return text
+
+
+def _path_text(raw: object, where: str) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise UsageError(f"{where}: {raw!r} is not a path")
+    return raw.strip()
+
+def plain(check: Callable[[object, str], T]) -> Parser[T]:
+    """A parser that needs nothing but the value and where it came from."""
+    return lambda raw, where, known: check(raw, where)
+
+
 def names(valid: Sequence[str]) -> Parser[list[str]]:
     """Comma-separated names (or a TOML list of them), each one of `valid`."""
     return lambda raw, where, known: parse_names(raw, valid, where)
@@ -183,7 +255,7 @@ OPTIONS: tuple[Option[Any], ...] = (
            "models where your conftest registers any, else the built-in ones and the DataLoader cases)",
            "matrix.models", models, None),
     Option("batch-size", "comma-separated batch sizes (default: the profile's per model)",
-           "matrix.batch_sizes", lambda raw, where, known: parse_batch_sizes(raw, where), None),
+           "matrix.batch_sizes", plain(parse_batch_sizes), None),
     Option("mode", "comma-separated train,infer or their variants (default: train,infer where the model has them)",
            "matrix.modes", names(ALL_MODES), MODES),
     Option("profile", "smoke | standard | full (default: standard where an accelerator runs, smoke on the CPU alone)",
@@ -211,10 +283,10 @@ OPTIONS: tuple[Option[Any], ...] = (
     Option("ddp-processes", "processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu)",
            "ddp_processes", whole_number(1), None),
     Option("update-baseline", "append this session's runs to each case's baseline history (others are kept)",
-           "update_baseline", lambda raw, where, known: _switch(raw, where), False, switch=True),
+           "update_baseline", plain(_switch), False, switch=True),
     Option("rebaseline", "start the baseline history of each case run over (after a torch upgrade, say); an "
            "unreadable baseline file is moved aside first",
-           "rebaseline", lambda raw, where, known: _switch(raw, where), False, switch=True),
+           "rebaseline", plain(_switch), False, switch=True),
     Option("on-change", "fail | warn: what a case changed against its history (model, inputs, torch, threads, "
            "machine) does to the gate (default: fail, naming what changed)", "change_fails", fails, True),
     Option("on-inconclusive", "fail | warn: what an A/B verdict that could not judge (its floor wider than the band) "
@@ -224,23 +296,23 @@ OPTIONS: tuple[Option[Any], ...] = (
            "the job (default: warn: the other models are judged and it reads 'no base', never a pass)",
            "no_base_fails", fails, False),
     Option("machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)",
-           "machine", lambda raw, where, known: _machine_name(raw, where), None),
+           "machine", plain(_machine_name), None),
     Option("baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)",
-           "baseline_dir", lambda raw, where, known: _path_text(raw, where), DEFAULT_BASELINE_DIR),
+           "baseline_dir", plain(_path_text), DEFAULT_BASELINE_DIR),
     Option("summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)",
            "summary_dir", summary_folder, Derived(lambda known, where: _writable_folder(
                DEFAULT_SUMMARY_DIR, where, known.project_root, chosen=False))),
     Option("ab", "A/B in one job: measure every case on this working tree (head) and on BASE, a git revision "
            "(main, origin/main, a commit, HEAD~1, or merge-base: the merge base of HEAD with the default branch), "
            "side by side in alternating windows, and judge head against base (no baselines read or written)",
-           "ab_revision", lambda raw, where, known: _ab_text(raw, where), None),
+           "ab_revision", plain(_ab_text), None),
     Option("ab-python", "A/B against another interpreter (PATH of its python, e.g. with another torch): the base "
            "side runs there, on BASE's code with --perf-ab, else on this working tree",
-           "ab_python", lambda raw, where, known: _ab_text(raw, where), None),
+           "ab_python", plain(_ab_text), None),
     Option("ab-budget", "seconds an A/B job may spend measuring: each case gets blocks until it is decided, and "
            f"further rounds stop when the next would not fit (default {AB_DEFAULT_BUDGET_S:.0f}); a case still open "
            "then is inconclusive, saying how much more would decide it",
-           "ab_budget_s", lambda raw, where, known: _seconds(raw, where), AB_DEFAULT_BUDGET_S),
+           "ab_budget_s", plain(_seconds), AB_DEFAULT_BUDGET_S),
     Option("ab-explain", "all | changed | none: which A/B cases get an op-level explanation, profiled on both "
            "sides after the timed windows and diffed (ops whose calls changed, new or gone ops, the ops that account "
            "for the change; default: changed, the regressed and improved ones)",
@@ -515,73 +587,6 @@ def tolerance_for(
 def default_profile(devices: Sequence[str]) -> str:
     """The profile when none is chosen: standard where an accelerator is among `devices`, smoke on the CPU alone."""
     return ACCELERATOR_DEFAULT_PROFILE if any(map(is_accelerator, devices)) else CPU_DEFAULT_PROFILE
-
-def _one_name(raw: object, valid: Sequence[str], where: str) -> str:
-    chosen = parse_names(raw, valid, where)
-    if len(chosen) != 1:
-        raise UsageError(f"{where}: one value, please (got {', '.join(chosen)}); valid: {', '.join(valid)}")
-    return chosen[0]
-
-
-def _seconds(raw: object, where: str) -> float:
-    """A positive, finite number of seconds from text or a TOML number."""
-    try:
-        value = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise UsageError(f"{where} needs a number of seconds, e.g. 300, got {raw!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{where} needs a positive number of seconds, e.g. 300, got {raw!r}")
-    return value
-
-
-def _count(raw: object, where: str, minimum: int, maximum: int | None = None) -> int:
-    """A whole number in [`minimum`, `maximum`] from text or a TOML integer."""
-    if isinstance(raw, bool) or isinstance(raw, float) or not isinstance(raw, (int, str)):
-        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}")
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}") from None
-    if value < minimum:
-        raise UsageError(f"{where}: {value} is too small; it must be at least {minimum}")
-    if maximum is not None and value > maximum:
-        raise UsageError(f"{where}: {value} is too large; it must be at most {maximum}")
-    return value
-
-
-def _ab_text(raw: object, where: str) -> str:
-    """A revision or a path for the A/B options: non-empty text."""
-    if not isinstance(raw, str) or not raw.strip():
-        raise UsageError(f"{where} needs a value (a git revision or merge-base; a python path), got {raw!r}")
-    return raw.strip()
-
-
-def _switch(raw: object, where: str) -> bool:
-    """An on/off option: a flag on the command line, true or false in pyproject.toml."""
-    if not isinstance(raw, bool):
-        raise UsageError(f"{where}: {raw!r} is not true or false")
-    return raw
-
-
-def _machine_name(raw: object, where: str) -> str:
-    text = str(raw).strip() if isinstance(raw, str) else ""
-    if not text or not all(c.isalnum() or c in "-_." for c in text) or text.startswith("."):
-        raise UsageError(
-            f"{where}: {raw!r} is not a machine name; use letters, digits, '-', '_' and '.', e.g. ci-m2-max"
-        )
-    size_bytes = len(text.encode("utf-8"))
-    if size_bytes > MAX_MACHINE_NAME_BYTES:
-        raise UsageError(
-            f"{where}: a name of {size_bytes} bytes is too long for a file name; use at most {MAX_MACHINE_NAME_BYTES} "
-            "bytes (the baseline file and the files perfsuite makes beside it must fit in 255)"
-        )
-    return text
-
-
-def _path_text(raw: object, where: str) -> str:
-    if not isinstance(raw, str) or not raw.strip():
-        raise UsageError(f"{where}: {raw!r} is not a path")
-    return raw.strip()
 
 def _writable_folder(text: str, where: str, project_root: Path, chosen: bool) -> str:
     """`text` when it names a folder perfsuite can write files into, or one it can make (not made here). Where the

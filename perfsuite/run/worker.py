@@ -44,9 +44,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import IO, Any
 
+from perfsuite.benchmark_fixture import standalone_fixture
 from perfsuite.records import Case, Outcome
 from perfsuite.run.lifetime import watch_parent
 from perfsuite.run.plan import RoundSettings
@@ -54,35 +54,11 @@ from perfsuite.run.side_code import BaseFinder, ProjectFiles, SideCode, source_f
 from perfsuite.run.wire import WorkerSpec, worker_spec_from_json
 
 
-class _SilentLogger:
-    """pytest-benchmark's fixture logs calibration details; outside pytest nobody reads them."""
-
-    def debug(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    info = warning = error = debug
-
-
 def standalone_benchmark(name: str, rounds: RoundSettings | None = None) -> Any:
-    """pytest-benchmark's `benchmark` fixture outside a pytest session, with its command-line defaults
-    (perf_counter, no warm-up on CPython) and the given round settings."""
-    from pytest_benchmark.fixture import BenchmarkFixture
-    from pytest_benchmark.timers import default_timer
-    from pytest_benchmark.utils import NameWrapper
-
+    """pytest-benchmark's `benchmark` fixture outside a pytest session (`perfsuite.benchmark_fixture`), with the
+    given round settings."""
     rounds = rounds or RoundSettings()
-    node = SimpleNamespace(name=name, nodeid=f"perfsuite::{name}", _nodeid=f"perfsuite::{name}")
-    options = {
-        # Releases before 5.2 read the node id from `_nodeid` (as pytest items have it), later ones from `nodeid`.
-        "node": node, "disable_gc": False, "timer": NameWrapper(default_timer), "min_rounds": rounds.min_rounds,
-        "min_time": rounds.min_time_s, "max_time": rounds.max_time_s, "precision": None, "confidence": 0.99,
-        "warmup": False, "warmup_iterations": 100000, "calibration_precision": 10, "add_stats": lambda stats: None,
-        "logger": _SilentLogger(), "warner": lambda *args, **kwargs: None, "disabled": False, "cprofile": False,
-        "cprofile_loops": None, "cprofile_dump": None,
-    }
-    # The constructor's arguments differ between pytest-benchmark releases; pass the ones this one takes.
-    accepted = inspect.signature(BenchmarkFixture).parameters
-    return BenchmarkFixture(**{key: value for key, value in options.items() if key in accepted})
+    return standalone_fixture(name, rounds.min_rounds, rounds.min_time_s, rounds.max_time_s)
 
 
 def make_sides(spec: WorkerSpec) -> dict[str, SideCode]:

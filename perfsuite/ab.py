@@ -27,12 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import perfsuite
-from perfsuite.errors import UsageError
+from perfsuite.benchmark_fixture import feed_rounds
+from perfsuite.errors import CaseFailed, CaseSkipped, UsageError
 from perfsuite.judge.ab import AB_DEFAULT_TOLERANCE, MAX_BLOCKS, AbVerdict, judge_ab, look
 from perfsuite.judge.explain import Explanation, explain, wants_explanation
-from perfsuite.records import AbMeasurement, AbSide, Case, Outcome, WorkloadSource
+from perfsuite.records import AbMeasurement, AbSide, Case, Measurement, Outcome, WorkloadSource, measurement_of
 from perfsuite.render import ab as render
+from perfsuite.render.progress import ab_progress_line
 from perfsuite.run.ab import (
+    REQUEST_TIMEOUT_S,
     AbInterrupted,
     AbResults,
     AbSchedule,
@@ -41,7 +44,9 @@ from perfsuite.run.ab import (
     measure_ab,
     start_workers,
 )
+from perfsuite.run.measure import extra_info
 from perfsuite.run.plan import SessionPlan
+from perfsuite.run.workers import Workers
 from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store.files import keep_out_of_git, write_text_atomically
 from perfsuite.store.revisions import (
@@ -134,7 +139,8 @@ def check_interpreter(python: str, timeout_s: float = INTERPRETER_TIMEOUT_S) -> 
 
 @dataclass
 class AbJob:
-    """The sides of a session's A/B job, and once measured its results and verdicts."""
+    """The A/B job, one of a session's two kinds (`perfsuite.session.SessionJob`; the other is the history gate):
+    the sides, and once measured the results and verdicts; `show` writes a line to the terminal while tests run."""
 
     plan: SessionPlan
     settings: Settings
@@ -151,6 +157,27 @@ class AbJob:
     verdicts: dict[str, AbVerdict] = field(default_factory=dict)
     explanations: dict[str, Explanation] = field(default_factory=dict)
     started_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    show: Callable[[str], None] = print
+    written: list[str] = field(default_factory=list)
+    files_written: bool = True
+
+    def take(self, case: Case, fixture: Any) -> Measurement | None:
+        """An A/B case: the first one measures every case on both sides; each case's test shows its head side's
+        rounds and fails (CaseFailed) when its verdict fails the job (`AbVerdict.fails_job`); a model the base does
+        not have is skipped (CaseSkipped: neither a pass nor a failure)."""
+        if not self.measured:
+            self.measure(self.show)
+        outcomes = self.head_outcomes(case)
+        result = measurement_of(case, outcomes) if outcomes else None
+        if isinstance(result, Measurement):
+            feed_rounds(fixture, result.round_times_s, extra_info(result.last))
+        verdict = self.verdicts[case.benchmark_id]
+        fails = self.settings.inconclusive_fails, self.settings.no_base_fails
+        if verdict.fails_job(*fails):
+            raise CaseFailed(render.ab_message(verdict, *fails))
+        if verdict.status == "no-base":
+            raise CaseSkipped(render.ab_message(verdict, *fails))
+        return result if isinstance(result, Measurement) else None
 
     @property
     def schedule(self) -> AbSchedule:
@@ -169,8 +196,9 @@ class AbJob:
         schedule = replace(self.schedule, processes=1)
         seen = AbResults()
         try:
-            for worker in start_workers(self.plan, self.base, self.head, schedule, [], self.models, self.folder, seen):
-                worker.stop()
+            workers = Workers(self.folder, REQUEST_TIMEOUT_S)
+            start_workers(workers, self.plan, self.base, self.head, schedule, [], self.models, seen)
+            workers.stop_all()
         except AbUnusable as error:
             self.close()
             raise UsageError(str(error)) from None
@@ -219,7 +247,8 @@ class AbJob:
         for model, why in sorted(self.no_base.items()):
             show(f"perfsuite A/B: {model}: no base (the base side does not have it): {why}")
         try:
-            self.results = measure_ab(plan, self.base, self.head, self.folder, show, self.schedule, decided,
+            self.results = measure_ab(plan, self.base, self.head, self.folder,
+                                      lambda progress: show(ab_progress_line(progress)), self.schedule, decided,
                                       explain=None if self.settings.ab_explain == "none" else explained) if (
                 plan.cases) else AbResults(budget_s=self.settings.ab_budget_s)
         except AbInterrupted as stopped:
@@ -284,11 +313,11 @@ class AbJob:
         runs: list[Outcome] = [pair.head for pair in measurement.pairs] if measurement else []
         return runs
 
-    def finish(self, summary_dir: Path) -> list[str]:
-        """Write ab.json, ab.md and ab.png into `summary_dir` and end the job (its lock and folder released); the
-        lines that say what was written."""
+    def finish(self, summary_dir: Path, interrupted: bool) -> None:
+        """Write ab.json, ab.md and ab.png into `summary_dir` and end the job (its lock and folder released);
+        `written` then says what was written. An interrupt needs nothing more: `measure` judged every case."""
         try:
-            return self._write(summary_dir)
+            self.written = self._write(summary_dir)
         finally:
             self.close()
 
@@ -323,7 +352,7 @@ class AbJob:
         notable = [render.ab_message(v, fails, no_base_fails) for v in verdicts
                    if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs]
         text += "\n" + render.outcome_line(verdicts, fails, no_base_fails) + "\n"
-        text += "".join(f"{line}\n" for line in notable)
+        text += "".join(f"{line}\n" for line in notable) + "".join(f"{line}\n" for line in self.written)
         return [("perfsuite A/B: head against base", text)]
 
 

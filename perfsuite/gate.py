@@ -1,8 +1,11 @@
-"""The regression gate of one session: glue between measurements, the baseline store, the decision and the report.
+"""The history gate, one of a session's two kinds (`perfsuite.session.SessionJob`; the other is the A/B job):
+each case measured as its test runs (in the pytest process, or the whole plan in worker processes by the first
+case's test), judged against this machine's baseline history, recorded when asked, and reported.
 
-It holds the session's state (this machine's identity, baseline files read once, verdicts and errors so far, runs
-to record) and delegates every decision to `perfsuite.judge`, every file to `perfsuite.store` and every sentence to
-`perfsuite.render`.
+It holds the session's state (this machine's identity, baseline files read once, outcomes, verdicts and errors so
+far, runs to record) and delegates every measurement to `perfsuite.run`, every decision to `perfsuite.judge`,
+every file to `perfsuite.store` and every sentence to `perfsuite.render`. An interrupt keeps the outcomes reported
+before it, so the cases every process finished are still judged and recorded at the end.
 """
 
 from __future__ import annotations
@@ -10,19 +13,26 @@ from __future__ import annotations
 import contextlib
 import math
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfsuite.errors import BadFileError, UsageError
+from perfsuite.benchmark_fixture import feed_rounds
+from perfsuite.errors import BadFileError, CaseFailed, CaseSkipped, UsageError
 from perfsuite.judge.explain import Explanation, explain_against_history
 from perfsuite.judge.verdicts import Verdict, judge, pooled_machine_spread
-from perfsuite.records import BaselineEntry, Measurement
+from perfsuite.matrix.cases import sweep_key, sweep_skip_reason
+from perfsuite.records import BaselineEntry, Case, Failure, Measurement, Outcome, Run, measurement_of
 from perfsuite.render import summary
-from perfsuite.render.results import render_results_markdown
+from perfsuite.render.progress import process_progress_line
+from perfsuite.render.results import render_results, render_results_markdown
 from perfsuite.render.summary import explained_lines
+from perfsuite.render.verdicts import verdict_message
+from perfsuite.run.measure import extra_info, measure, warn_of_memory_growth
+from perfsuite.run.plan import SessionPlan
+from perfsuite.run.processes import Interrupted, measure_in_processes
 from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store import archive, baselines
 from perfsuite.store.archive import ArchivedSession, ArchivedVerdict
@@ -32,17 +42,24 @@ from perfsuite.store.files import keep_out_of_git, write_text_atomically
 
 @dataclass
 class Gate:
-    """Judges each measurement against its baseline; records runs when the settings ask for it.
+    """Measures and judges each case of `plan` against its baseline; records runs when the settings ask for it.
 
-    `baseline_dir` is the settings' baseline folder resolved against the project root; `explained` holds, by
-    benchmark id, each verdict's explanation by the ops against the history's last op summary, or the line saying why
-    there is none (--perf-history-explain).
+    `baseline_dir` is the settings' baseline folder resolved against the project root; `show` writes a line to the
+    terminal while tests run; `explained` holds, by benchmark id, each verdict's explanation by the ops against the
+    history's last op summary, or the line saying why there is none (--perf-history-explain).
     """
 
     settings: Settings
     baseline_dir: Path
     fingerprint: Mapping[str, Any]
     commit: str | None
+    plan: SessionPlan
+    show: Callable[[str], None] = print
+    outcomes: dict[str, list[Outcome]] | None = None
+    judged: set[str] = field(default_factory=set)
+    out_of_memory: dict[tuple[str, ...], int] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+    files_written: bool = True
     measurements: list[Measurement] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
@@ -55,6 +72,67 @@ class Gate:
     def records(self) -> bool:
         """Whether this session writes baselines."""
         return self.settings.update_baseline or self.settings.rebaseline
+
+    def take(self, case: Case, fixture: Any) -> Measurement | None:
+        """Measure and judge `case` (None when no round was timed). Raises CaseSkipped or CaseFailed with the message
+        its test shows; a case that ran out of memory ends its sweep for the larger batch sizes."""
+        reason = sweep_skip_reason(case, self.out_of_memory)
+        if reason:
+            raise CaseSkipped(reason)
+        result = measurement_of(case, self._outcomes_of(case, fixture))
+        self.judged.add(case.benchmark_id)
+        if isinstance(result, Failure):
+            if result.kind == "out-of-memory":
+                self.out_of_memory[sweep_key(case)] = case.batch_size
+            if result.skips:
+                raise CaseSkipped(result.message)
+            self.errors[case.benchmark_id] = result.message
+            raise CaseFailed(result.message + (f"\n{result.details}" if result.details else ""))
+        if result is not None:
+            if not self.plan.in_pytest_process:  # measured in workers: the fixture shows their rounds
+                feed_rounds(fixture, result.round_times_s, extra_info(result.last))
+            self._judge(result)
+        return result
+
+    def _judge(self, measurement: Measurement) -> Verdict | None:
+        """Judge one measurement; raises CaseFailed on a regression (unless this session records baselines) and on
+        an unreadable baseline."""
+        any(warn_of_memory_growth(run) for run in measurement.runs)  # one warning per case at most
+        benchmark_id = measurement.case.benchmark_id
+        try:
+            verdict = self.check(measurement)
+        except BadFileError as error:
+            self.errors[benchmark_id] = str(error)
+            raise CaseFailed(f"{benchmark_id}: {error}") from None
+        if verdict is not None and verdict.gate_failed and not self.records:
+            raise CaseFailed(verdict_message(verdict))
+        return verdict
+
+    def _outcomes_of(self, case: Case, fixture: Any) -> list[Outcome]:
+        """The outcomes of `case`: measured now in the pytest process, or taken from the worker processes (the first
+        case's test measures the whole plan in them)."""
+        if self.plan.in_pytest_process:
+            return [measure(case, self.plan.measure, self.plan.rounds, fixture)]
+        if self.outcomes is None:
+            try:
+                self.outcomes = measure_in_processes(self.plan, lambda p: self.show(process_progress_line(p)))
+            except Interrupted as stop:
+                self.outcomes = stop.outcomes
+                raise KeyboardInterrupt from None
+        return self.outcomes.get(case.benchmark_id, [])
+
+    def finished_unjudged(self) -> list[Measurement]:
+        """The measurements of cases that every process finished but no test took (the session was interrupted):
+        never a case with fewer runs than processes, so no partial history is ever recorded."""
+        finished = []
+        for case in self.plan.cases:
+            outcomes = (self.outcomes or {}).get(case.benchmark_id, [])
+            complete = len(outcomes) == self.plan.processes and all(isinstance(o, Run) for o in outcomes)
+            if complete and case.benchmark_id not in self.judged:
+                result = measurement_of(case, outcomes)
+                if isinstance(result, Measurement):
+                    finished.append(result)
+        return finished
 
     def path_for(self, device: str) -> Path:
         """This machine's baseline file for `device`."""
@@ -96,7 +174,7 @@ class Gate:
             measurement, entries.get(case.benchmark_id), identity, tolerance=tolerance,
             memory_tolerance=memory_tolerance, machine_spread=pooled_machine_spread(entries.values(), identity),
             baseline_source=str(path), current_memory_bytes=measurement.own_memory_bytes,
-            change_fails=self.settings.changes_fail,
+            change_fails=self.settings.change_fails,
         )
         self.verdicts.append(verdict)
         entry = entries.get(case.benchmark_id)
@@ -174,7 +252,7 @@ class Gate:
                 kind="rebaseline" if self.settings.rebaseline else "update",
                 cases=tuple(archive.archived_case(entry, archived_verdict(
                     verdicts.get(entry.case.benchmark_id), self.explained.get(entry.case.benchmark_id)))
-                    for entry in group),
+                            for entry in group),
             )
             for torch_version, group in by_torch.items()
         ]
@@ -183,9 +261,17 @@ class Gate:
         """Each judged case's verdict (`unchanged`, `regressed`, ...) by benchmark id, for the results tables."""
         return {verdict.benchmark_id: verdict.status for verdict in self.verdicts}
 
-    def finish(self, summary_dir: Path, planned_cases: int, interrupted: bool) -> tuple[list[str], bool]:
-        """Record the runs when asked, write the summary files and results.md into `summary_dir`; the lines that say
-        what was written, and whether every file was written."""
+    def finish(self, summary_dir: Path, interrupted: bool) -> None:
+        """Judge what an interrupt left whole, record the runs when asked, write the summary files and results.md
+        into `summary_dir`; `written` then says what was written and `files_written` whether every file was."""
+        for measurement in self.finished_unjudged():
+            try:
+                self._judge(measurement)
+            except CaseFailed:
+                pass  # its verdict is in the summary; no test is left to fail
+        self.written, self.files_written = self._write(summary_dir, len(self.plan.cases), interrupted)
+
+    def _write(self, summary_dir: Path, planned_cases: int, interrupted: bool) -> tuple[list[str], bool]:
         written: list[str] = []
         problems: list[str] = []
         if self.records:
@@ -210,6 +296,15 @@ class Gate:
                 "the stop"
             )
         return lines, not problems
+
+    def report(self) -> list[tuple[str, str]]:
+        """The sections of the terminal report: the results tables and the gate's summary, with the files written."""
+        if not self.verdicts and not self.errors:
+            return []
+        sections = [("perfsuite results", render_results(self.measurements, self.verdict_names()))]
+        gate_text = summary.render_terminal(self.verdicts, self.errors, self.explained) + "".join(
+            f"{line}\n" for line in self.written)
+        return sections[: bool(self.measurements)] + [("perfsuite regression gate", gate_text)]
 
     def report_files(self, directory: Path) -> list[tuple[Path, str]]:
         """The files a session leaves in `directory` and their text: the verdicts and errors as summary.json and

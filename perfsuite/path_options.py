@@ -3,13 +3,14 @@
 pytest chooses its rootdir before plugins' options are known, reading `--perf-summary-dir /tmp/x` as an unknown
 flag and a test path `/tmp/x`: the rootdir then becomes a parent such as /tmp, and [tool.perfsuite], testpaths
 and the baseline folder would be silently lost. `--perf-summary-dir=/tmp/x` is read as one argument and is safe, so
-such a command line is run again in that spelling. Pure functions; the plugin does the relaunch.
+the plugin's `pytest_cmdline_main` runs such a session as `pytest.main` of that spelling, in this process and before
+anything of the first reading is configured, collected or written (pytest has no hook that runs before it picks its
+rootdir, and none that picks it again). Pure functions; the plugin runs the session.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
@@ -44,37 +45,10 @@ def joined_path_options(args: Sequence[str]) -> list[str]:
     return joined
 
 
-def relaunch_command(original_argv: Sequence[str], args: Sequence[str]) -> list[str] | None:
-    """The command line that runs this pytest again with the path options joined to their values, or None when
-    pytest's arguments are not the end of the interpreter's command line (pytest.main called from a program)."""
-    if not args or list(original_argv[-len(args):]) != list(args):
-        return None
-    return [*original_argv[: -len(args)], *joined_path_options(args)]
-
-
-def refusal(moving: Sequence[tuple[str, str]], rootdir: Path) -> str:
-    """Why a command line whose path options move the rootdir is refused, and the spelling to use instead."""
-    given = " ".join(f"{option} {value}" for option, value in moving)
-    written = " ".join(f"{option}={value}" for option, value in moving)
-    return (
-        f"{given}: pytest takes a separate value outside this folder for a test path when it picks its rootdir "
-        f"(it picked {rootdir}), which loses [tool.perfsuite] and the baselines; write {written}"
-    )
-
-
-def relaunch_if_rootdir_moves(args: Sequence[str], invocation_dir: Path, rootdir: Path) -> None:
-    """Run this pytest again with the path options joined to their values when one would move the rootdir, before
-    anything was collected or written, so both spellings behave alike; called as pytest.main(...) from a program,
-    where the command line is not pytest's to repeat, raise UsageError naming the safe spelling instead."""
-    moving = rootdir_moving_paths(args, invocation_dir)
-    if not moving:
-        return
-    command = relaunch_command(sys.orig_argv, args)
-    if command is None:
-        raise UsageError(refusal(moving, rootdir))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, command)
+def args_to_run_instead(args: Sequence[str], invocation_dir: Path) -> list[str] | None:
+    """pytest's arguments with the path options joined to their values when one, given as a separate value, would
+    move the rootdir (pytest took its value for a test path); None when `args` are safe as they are."""
+    return joined_path_options(args) if rootdir_moving_paths(args, invocation_dir) else None
 
 
 def make_benchmark_json_folder(path: Path | IO[bytes] | None) -> None:

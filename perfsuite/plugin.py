@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from perfsuite import path_options, settings
-from perfsuite.errors import UsageError
+from perfsuite.errors import CaseFailed, CaseSkipped, UsageError
 from perfsuite.matrix.cases import build_matrix, runs_dataloader, skip_reason
 from perfsuite.records import EAGER, Case, Measurement
 from perfsuite.render.results import session_header
 from perfsuite.run import devices
-from perfsuite.session import CaseFailed, CaseSkipped, Session, round_settings, start_session, thread_warnings
+from perfsuite.session import Session, round_settings, start_session, thread_warnings
 from perfsuite.workloads import default_model_names, model_facts, registered_workloads
 
 _SETTINGS = pytest.StashKey[settings.Settings]()
@@ -26,6 +26,7 @@ _MATRIX = pytest.StashKey[list[Case]]()
 _SKIPS = pytest.StashKey[dict[str, str]]()
 _SESSION = pytest.StashKey[Session]()
 _STARTED_S = pytest.StashKey[float]()
+_RUN_INSTEAD = pytest.StashKey[list[str]]()
 DATALOADER_MARKER = "perf_dataloader"
 
 
@@ -51,12 +52,31 @@ def session_settings(config: pytest.Config) -> settings.Settings:
     return config.stash[_SETTINGS]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Where a path option's separate value moved pytest's rootdir (`perfsuite.path_options`), this reading of the
+    command line only runs the session again (`pytest_cmdline_main`): its conftest files are not imported (from
+    the wrong rootdir, and the session imports them)."""
+    params = early_config.invocation_params
+    args = path_options.args_to_run_instead(params.args, params.dir)
+    if args is not None:
+        early_config.stash[_RUN_INSTEAD] = args
+        early_config.known_args_namespace.noconftest = True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | pytest.ExitCode | None:
+    """The session of the `--option=value` spelling, run as `pytest.main` in this process, when a path option's
+    separate value moved the rootdir; its exit status is this one's (nothing of this reading was configured,
+    collected or written)."""
+    args = config.stash.get(_RUN_INSTEAD, None)
+    return None if args is None else pytest.main(args, plugins=config.invocation_params.plugins)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf: a perfsuite benchmark case")
     config.addinivalue_line("markers", f"{DATALOADER_MARKER}: a DataLoader case, selected with --perf-model dataloader")
-    params = config.invocation_params
     try:
-        path_options.relaunch_if_rootdir_moves(list(params.args), params.dir, config.rootpath)
         path_options.make_benchmark_json_folder(config.getoption("benchmark_json", None))
     except UsageError as error:
         raise pytest.UsageError(str(error)) from None
@@ -124,20 +144,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     cases = tuple(c for spec in callspecs if spec is not None and isinstance(c := spec.params.get("perf_case"), Case))
     rounds = round_settings(config.getoption)
     try:
-        run = start_session(chosen, cases, rounds, config.rootpath, show=lambda line: show_now(config, line))
+        started = start_session(chosen, cases, rounds, config.rootpath, show=lambda line: show_now(config, line))
     except UsageError as error:
         raise pytest.UsageError(str(error)) from None
     if not config.getoption("benchmark_skip", False):
-        run.benchmarks = sum(_is_benchmark(item) for item in session.items)
-    config.stash[_SESSION], config.stash[_STARTED_S] = run, time.perf_counter()
+        started.benchmarks = sum(_is_benchmark(item) for item in session.items)
+    config.stash[_SESSION], config.stash[_STARTED_S] = started, time.perf_counter()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     result = yield
-    run = item.config.stash.get(_SESSION, None)
-    if run is not None and run.benchmarks and _is_benchmark(item):
-        run.benchmark_done(time.perf_counter() - item.config.stash[_STARTED_S])
+    session = item.config.stash.get(_SESSION, None)
+    if session is not None and session.benchmarks and _is_benchmark(item):
+        session.benchmark_done(time.perf_counter() - item.config.stash[_STARTED_S])
     return result
 
 
@@ -171,11 +191,11 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
     A regression fails the test, and so does a case that fails to measure (the same message with one process or K).
     A case that runs out of device memory is skipped as such, and so are the larger batch sizes of its sweep.
     """
-    run = request.config.stash[_SESSION]
+    session = request.config.stash[_SESSION]
 
     def measure(case: Case) -> Measurement | None:
         try:
-            return run.run(case, benchmark)
+            return session.take(case, benchmark)
         except CaseSkipped as skipped:
             pytest.skip(str(skipped))
         except CaseFailed as failed:
@@ -185,16 +205,16 @@ def perf_run(benchmark: Any, request: pytest.FixtureRequest) -> Callable[[Case],
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    run = session.config.stash.get(_SESSION, None)
-    if run is None or not run.plan.cases:
+    perf_session = session.config.stash.get(_SESSION, None)
+    if perf_session is None or not perf_session.plan.cases:
         return
     interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
-    if not run.finish(session.config.rootpath / session_settings(session.config).summary_dir, interrupted):
+    if not perf_session.finish(session.config.rootpath / session_settings(session.config).summary_dir, interrupted):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    run = config.stash.get(_SESSION, None)
-    for title, text in run.report() if run is not None else []:
+    session = config.stash.get(_SESSION, None)
+    for title, text in session.report() if session is not None else []:
         terminalreporter.section(title)
         terminalreporter.write_line(text.rstrip("\n"))

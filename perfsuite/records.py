@@ -317,6 +317,33 @@ class ProcessProgress:
 
 
 @dataclass(frozen=True)
+class AbBlockProgress:
+    """One block of an A/B case done: the case, the block's number, and either its median head/base ratio over its
+    `window_pairs` and whether the case is decided, or the `failure` that ended it; the job's seconds so far of its
+    budget."""
+
+    benchmark_id: str
+    block: int
+    elapsed_s: float
+    budget_s: float
+    head_over_base: float | None = None
+    window_pairs: int = 0
+    decided: bool = False
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class AbProfileFailed:
+    """The ops of an A/B case could not be profiled (its verdict stands): why."""
+
+    benchmark_id: str
+    message: str
+
+
+AbProgress = AbBlockProgress | AbProfileFailed
+
+
+@dataclass(frozen=True)
 class StoredRun:
     """What a baseline keeps of one run: its median over every round, its round count, at most
     `MAX_STORED_ROUNDS` of its rounds (evenly spaced), its memory figure, and when and at which commit."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from perfsuite.errors import BadFileError, UsageError
 from perfsuite.matrix.axes import (
@@ -56,20 +56,50 @@ MAX_WARMUP_STEPS = 100_000
 MAX_PYPROJECT_BYTES = 16 * 2**20  # a pyproject.toml is a few kB; more is a wrong file
 DEFAULT_BASELINE_DIR = "baselines"
 DEFAULT_SUMMARY_DIR = WORK_FOLDER
-# What a case changed against its history does to the gate: fail it (the default) or only warn.
-ON_CHANGE = ("fail", "warn")
-ON_INCONCLUSIVE = ("fail", "warn")
-ON_NO_BASE = ("fail", "warn")
+# What a case changed against its history, an A/B verdict that could not judge, a model the base does not have do
+# to the gate or the job: fail it or only warn (`fails`).
+FAIL_OR_WARN = ("fail", "warn")
 # Which verdicts get an op-level explanation (A/B verdicts, and verdicts against a history): every case, the
 # regressed and improved ones (the default), none.
 EXPLAIN = ("all", "changed", "none")
 
-_Default = TypeVar("_Default", int, None)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Option:
-    """One of perfsuite's options: `--perf-<key>` on pytest's command line and `<key>` in [tool.perfsuite].
+class Known:
+    """What an option's parser and default may read besides the option's own value: the models this session knows,
+    the devices available, the project root (relative paths are checked against it), and the Settings fields filled
+    so far (a derived default sees every given value and every plain default)."""
+
+    workload_names: Sequence[str]
+    available_devices: Sequence[str]
+    project_root: Path
+    filled: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def ab(self) -> bool:
+        """Whether the options read so far make the session an A/B job."""
+        return self.filled.get("ab_revision") is not None or self.filled.get("ab_python") is not None
+
+
+@dataclass(frozen=True)
+class Derived(Generic[T]):
+    """A default that follows from what else is known (the devices, the other options), read after every plain
+    value; `rule(known, where)` may raise UsageError naming `where`."""
+
+    rule: Callable[[Known, str], T]
+
+
+# parse(value as given, where it came from for errors, what else is known) -> the typed value; raises UsageError.
+Parser = Callable[[object, str, Known], T]
+
+
+@dataclass(frozen=True)
+class Option(Generic[T]):
+    """One of perfsuite's options, declared once: `--perf-<key>` on pytest's command line and `<key>` in
+    [tool.perfsuite]; `parse` reads a given value into the Settings field `fills` (`matrix.<field>` for a field of
+    the case matrix; two fields where one value fills both), `default` fills it when not given.
 
     `help` is argparse help text (a literal percent sign is written %%); `switch` options take no value;
     `table` ones may be a table of per-model or per-benchmark values in [tool.perfsuite.<key>].
@@ -77,6 +107,9 @@ class Option:
 
     key: str
     help: str
+    fills: str | tuple[str, str]
+    parse: Parser[T]
+    default: T | Derived[T]
     switch: bool = False
     table: bool = False
 
@@ -87,125 +120,266 @@ class Option:
 
     @property
     def field_name(self) -> str:
-        """The field of RawSettings that holds its value."""
+        """The option's name in RawSettings and in the origins of its value: its key with `_` for `-`."""
         return self.key.replace("-", "_")
 
+    def filled(self, value: T) -> dict[str, object]:
+        """The Settings fields `value` fills."""
+        if isinstance(self.fills, str):
+            return {self.fills: value}
+        assert isinstance(value, tuple) and len(value) == len(self.fills)
+        return dict(zip(self.fills, value, strict=True))
 
-# Every option, declared once: pytest's --perf-* options, `perfsuite list`'s and the keys of [tool.perfsuite].
-OPTIONS = (
-    Option("device", "comma-separated cpu,cuda,mps (default: every available accelerator, else cpu)"),
-    Option("dtype", "comma-separated fp32,bf16,fp16; bf16/fp16 are autocast mixed precision (default: fp32,bf16)"),
+
+def _one_name(raw: object, valid: Sequence[str], where: str) -> str:
+    chosen = parse_names(raw, valid, where)
+    if len(chosen) != 1:
+        raise UsageError(f"{where}: one value, please (got {', '.join(chosen)}); valid: {', '.join(valid)}")
+    return chosen[0]
+
+
+def _seconds(raw: object, where: str) -> float:
+    """A positive, finite number of seconds from text or a TOML number."""
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"{where} needs a number of seconds, e.g. 300, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{where} needs a positive number of seconds, e.g. 300, got {raw!r}")
+    return value
+
+
+def _count(raw: object, where: str, minimum: int, maximum: int | None = None) -> int:
+    """A whole number in [`minimum`, `maximum`] from text or a TOML integer."""
+    if isinstance(raw, bool) or isinstance(raw, float) or not isinstance(raw, (int, str)):
+        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}") from None
+    if value < minimum:
+        raise UsageError(f"{where}: {value} is too small; it must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise UsageError(f"{where}: {value} is too large; it must be at most {maximum}")
+    return value
+
+
+def _ab_text(raw: object, where: str) -> str:
+    """A revision or a path for the A/B options: non-empty text."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise UsageError(f"{where} needs a value (a git revision or merge-base; a python path), got {raw!r}")
+    return raw.strip()
+
+
+def _switch(raw: object, where: str) -> bool:
+    """An on/off option: a flag on the command line, true or false in pyproject.toml."""
+    if not isinstance(raw, bool):
+        raise UsageError(f"{where}: {raw!r} is not true or false")
+    return raw
+
+
+def _machine_name(raw: object, where: str) -> str:
+    text = str(raw).strip() if isinstance(raw, str) else ""
+    if not text or not all(c.isalnum() or c in "-_." for c in text) or text.startswith("."):
+        raise UsageError(
+            f"{where}: {raw!r} is not a machine name; use letters, digits, '-', '_' and '.', e.g. ci-m2-max"
+        )
+    size_bytes = len(text.encode("utf-8"))
+    if size_bytes > MAX_MACHINE_NAME_BYTES:
+        raise UsageError(
+            f"{where}: a name of {size_bytes} bytes is too long for a file name; use at most {MAX_MACHINE_NAME_BYTES} "
+            "bytes (the baseline file and the files perfsuite makes beside it must fit in 255)"
+        )
+    return text
+
+
+def _path_text(raw: object, where: str) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise UsageError(f"{where}: {raw!r} is not a path")
+    return raw.strip()
+
+def plain(check: Callable[[object, str], T]) -> Parser[T]:
+    """A parser that needs nothing but the value and where it came from."""
+    return lambda raw, where, known: check(raw, where)
+
+
+def names(valid: Sequence[str]) -> Parser[list[str]]:
+    """Comma-separated names (or a TOML list of them), each one of `valid`."""
+    return lambda raw, where, known: parse_names(raw, valid, where)
+
+
+def one_name(valid: Sequence[str]) -> Parser[str]:
+    """Exactly one of `valid`."""
+    return lambda raw, where, known: _one_name(raw, valid, where)
+
+
+def fails(raw: object, where: str, known: Known) -> bool:
+    """`fail` or `warn` (the on-* options): whether the thing fails the gate or the job."""
+    return _one_name(raw, FAIL_OR_WARN, where) == "fail"
+
+
+def whole_number(minimum: int, maximum: int | None = None) -> Parser[int]:
+    """A whole number in [`minimum`, `maximum`], from text or a TOML integer."""
+    return lambda raw, where, known: _count(raw, where, minimum, maximum)
+
+
+def models(raw: object, where: str, known: Known) -> list[str]:
+    """Model names this session knows, `dataloader`, or `all` (every model and the DataLoader cases)."""
+    chosen = parse_names(raw, ["all", *known.workload_names, DATALOADER_MODEL], where)
+    return [*known.workload_names, DATALOADER_MODEL] if "all" in chosen else chosen
+
+
+def isolation(raw: object, where: str, known: Known) -> Isolation:
+    return "pass" if _one_name(raw, ISOLATIONS, where) == "pass" else "case"
+
+
+def summary_folder(raw: object, where: str, known: Known) -> str:
+    """A folder perfsuite can write into (or make), relative to the project root unless absolute."""
+    return _writable_folder(_path_text(raw, where), where, known.project_root, chosen=True)
+
+
+def bands(raw: object, where: str, known: Known) -> tuple[float | None, dict[str, float]]:
+    """A band for every case (a number, or text such as 10%), or a table of bands per model or benchmark id."""
+    if isinstance(raw, Mapping):
+        return None, parse_tolerance_table(raw, where, known.workload_names)
+    return parse_tolerance(raw, where), {}
+
+
+# Every option, declared once: pytest's --perf-* options, `perfsuite list`'s and the keys of [tool.perfsuite], each
+# with its parser, its default and the Settings field it fills. Adding an option is one entry here and its use.
+OPTIONS: tuple[Option[Any], ...] = (
+    Option("device", "comma-separated cpu,cuda,mps (default: every available accelerator, else cpu)",
+           "matrix.devices", names(DEVICES), Derived(lambda known, where: list(known.available_devices))),
+    Option("dtype", "comma-separated fp32,bf16,fp16; bf16/fp16 are autocast mixed precision (default: fp32,bf16)",
+           "matrix.dtypes", names(DTYPES), DEFAULT_DTYPES),
     Option("model", "comma-separated model names, dataloader (the DataLoader cases), or all (default: your own "
-           "models where your conftest registers any, else the built-in ones and the DataLoader cases)"),
-    Option("batch-size", "comma-separated batch sizes (default: the profile's per model)"),
-    Option("mode", "comma-separated train,infer or their variants (default: train,infer where the model has them)"),
-    Option("profile", "smoke | standard | full (default: standard where an accelerator runs, smoke on the CPU alone)"),
+           "models where your conftest registers any, else the built-in ones and the DataLoader cases)",
+           "matrix.models", models, None),
+    Option("batch-size", "comma-separated batch sizes (default: the profile's per model)",
+           "matrix.batch_sizes", plain(parse_batch_sizes), None),
+    Option("mode", "comma-separated train,infer or their variants (default: train,infer where the model has them)",
+           "matrix.modes", names(ALL_MODES), MODES),
+    Option("profile", "smoke | standard | full (default: standard where an accelerator runs, smoke on the CPU alone)",
+           "matrix.profile", one_name(PROFILES),
+           Derived(lambda known, where: default_profile(cast(Sequence[str], known.filled["matrix.devices"])))),
     Option("compile", "comma-separated eager,inductor,reduce-overhead,cuda-graph: the step as written, through "
            "torch.compile, through torch.compile's CUDA-graph mode, or replayed as a captured CUDA graph "
-           "(default: eager)"),
+           "(default: eager)", "matrix.compile_modes", names(COMPILE_MODES), DEFAULT_COMPILE_MODES),
     Option("figure", "what the rounds time: step (steps back to back, the device drained once a round: the time a "
            "training or serving loop sees per step) or latency (one step and a drain a round: what one request "
-           "waits); the gate and A/B judge it (default: step)"),
-    Option("warmup", f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})"),
+           "waits); the gate and A/B judge it (default: step)", "figure", one_name(FIGURES), STEP_FIGURE),
+    Option("warmup", f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})",
+           "warmup_steps", whole_number(0, MAX_WARMUP_STEPS), DEFAULT_WARMUP_STEPS),
     Option("processes", "measure every case in K fresh processes, interleaved across cases (default: 1, in the "
            f"pytest process); the gate judges runs, so K >= 3 calibrates it; an A/B job starts K warm processes "
            f"(each holding both sides where it can, else K process pairs) and measures every case in at least K "
-           f"blocks (default {AB_DEFAULT_PAIRS}, at least {MIN_AB_PAIRS})"),
+           f"blocks (default {AB_DEFAULT_PAIRS}, at least {MIN_AB_PAIRS})",
+           "processes", whole_number(1, MAX_PROCESSES),
+           Derived(lambda known, where: AB_DEFAULT_PAIRS if known.ab else 1)),
     Option("isolation", "with --perf-processes: case (a fresh process per case, the default) or pass (one process "
-           "per shuffled pass over all cases, the default of an A/B job: one pair of processes per pass)"),
-    Option("threads", "torch CPU threads in each measuring process (default: torch's)"),
-    Option("ddp-processes", "processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu)"),
+           "per shuffled pass over all cases, the default of an A/B job: one pair of processes per pass)",
+           "isolation", isolation, Derived(lambda known, where: "pass" if known.ab else "case")),
+    Option("threads", "torch CPU threads in each measuring process (default: torch's)",
+           "threads", whole_number(1), None),
+    Option("ddp-processes", "processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu)",
+           "ddp_processes", whole_number(1), None),
     Option("update-baseline", "append this session's runs to each case's baseline history (others are kept)",
-           switch=True),
+           "update_baseline", plain(_switch), False, switch=True),
     Option("rebaseline", "start the baseline history of each case run over (after a torch upgrade, say); an "
-           "unreadable baseline file is moved aside first", switch=True),
+           "unreadable baseline file is moved aside first",
+           "rebaseline", plain(_switch), False, switch=True),
     Option("on-change", "fail | warn: what a case changed against its history (model, inputs, torch, threads, "
-           "machine) does to the gate (default: fail, naming what changed)"),
+           "machine) does to the gate (default: fail, naming what changed)", "change_fails", fails, True),
     Option("on-inconclusive", "fail | warn: what an A/B verdict that could not judge (its floor wider than the band) "
-           "does to the job (default: fail, saying what would judge it: a verdict that cannot judge is not a pass)"),
+           "does to the job (default: fail, saying what would judge it: a verdict that cannot judge is not a pass)",
+           "inconclusive_fails", fails, True),
     Option("on-no-base", "fail | warn: what a model the A/B base does not have (a pull request that adds it) does to "
-           "the job (default: warn: the other models are judged and it reads 'no base', never a pass)"),
-    Option("machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)"),
-    Option("baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)"),
-    Option("summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)"),
+           "the job (default: warn: the other models are judged and it reads 'no base', never a pass)",
+           "no_base_fails", fails, False),
+    Option("machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)",
+           "machine", plain(_machine_name), None),
+    Option("baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)",
+           "baseline_dir", plain(_path_text), DEFAULT_BASELINE_DIR),
+    Option("summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)",
+           "summary_dir", summary_folder, Derived(lambda known, where: _writable_folder(
+               DEFAULT_SUMMARY_DIR, where, known.project_root, chosen=False))),
     Option("ab", "A/B in one job: measure every case on this working tree (head) and on BASE, a git revision "
            "(main, origin/main, a commit, HEAD~1, or merge-base: the merge base of HEAD with the default branch), "
-           "side by side in alternating windows, and judge head against base (no baselines read or written)"),
+           "side by side in alternating windows, and judge head against base (no baselines read or written)",
+           "ab_revision", plain(_ab_text), None),
     Option("ab-python", "A/B against another interpreter (PATH of its python, e.g. with another torch): the base "
-           "side runs there, on BASE's code with --perf-ab, else on this working tree"),
+           "side runs there, on BASE's code with --perf-ab, else on this working tree",
+           "ab_python", plain(_ab_text), None),
     Option("ab-budget", "seconds an A/B job may spend measuring: each case gets blocks until it is decided, and "
            f"further rounds stop when the next would not fit (default {AB_DEFAULT_BUDGET_S:.0f}); a case still open "
-           "then is inconclusive, saying how much more would decide it"),
+           "then is inconclusive, saying how much more would decide it",
+           "ab_budget_s", plain(_seconds), AB_DEFAULT_BUDGET_S),
     Option("ab-explain", "all | changed | none: which A/B cases get an op-level explanation, profiled on both "
            "sides after the timed windows and diffed (ops whose calls changed, new or gone ops, the ops that account "
-           "for the change; default: changed, the regressed and improved ones)"),
+           "for the change; default: changed, the regressed and improved ones)",
+           "ab_explain", one_name(EXPLAIN), "changed"),
     Option("history-explain", "all | changed | none: which cases judged against their history get an op-level "
            "explanation against the history's last op summary (default: changed, the regressed and improved ones); "
            "all and changed profile a few steps of every case after its timed rounds, and a recording session "
-           "stores that summary beside the runs; none profiles nothing"),
+           "stores that summary beside the runs; none profiles nothing",
+           "history_explain", one_name(EXPLAIN), "changed"),
     Option("tolerance", "time band for every case, e.g. 0.15 or 15%% (default 0.10, or [tool.perfsuite.tolerance] "
-           "per model or benchmark id)", table=True),
+           "per model or benchmark id)", ("cli_tolerance", "tolerances"), bands, (None, {}), table=True),
     Option("memory-tolerance", "memory band, e.g. 0.10 (default 0.10, or [tool.perfsuite.memory-tolerance] per "
-           "model or benchmark id)", table=True),
+           "model or benchmark id)", ("cli_memory_tolerance", "memory_tolerances"), bands, (None, {}), table=True),
 )
+OPTION_NAMES = {option.field_name: option for option in OPTIONS}
 
 
-@dataclass(frozen=True)
 class RawSettings:
-    """Option values as given (text, TOML numbers, booleans or lists), before validation; None means not given.
+    """Option values as given (text, TOML numbers, booleans, lists or tables), before validation, by the option's
+    name with `_` for `-` (`--perf-batch-size` / `batch-size` is `batch_size`); an option not given reads None."""
 
-    One field per option of OPTIONS, named as its key with `_` for `-`: `--perf-batch-size` / `batch-size` is
-    `batch_size`.
-    """
+    __slots__ = ("given",)
+    given: Mapping[str, object]
 
-    device: Any = None
-    dtype: Any = None
-    model: Any = None
-    batch_size: Any = None
-    mode: Any = None
-    profile: Any = None
-    compile: Any = None
-    figure: Any = None
-    warmup: Any = None
-    processes: Any = None
-    isolation: Any = None
-    threads: Any = None
-    ddp_processes: Any = None
-    update_baseline: Any = None
-    rebaseline: Any = None
-    on_change: Any = None
-    on_inconclusive: Any = None
-    on_no_base: Any = None
-    machine: Any = None
-    baseline_dir: Any = None
-    summary_dir: Any = None
-    ab: Any = None
-    ab_python: Any = None
-    ab_budget: Any = None
-    ab_explain: Any = None
-    history_explain: Any = None
-    tolerance: Any = None
-    memory_tolerance: Any = None
+    def __init__(self, **given: object) -> None:
+        unknown = sorted(set(given) - set(OPTION_NAMES))
+        if unknown:
+            raise TypeError(f"RawSettings: no option is named {', '.join(unknown)}; options: {', '.join(OPTION_NAMES)}")
+        object.__setattr__(self, "given", {name: value for name, value in given.items() if value is not None})
+
+    def __getattr__(self, name: str) -> object:
+        if name in OPTION_NAMES:
+            return self.given.get(name)
+        raise AttributeError(f"RawSettings has no option {name!r}")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("RawSettings is read-only")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RawSettings) and self.given == other.given
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.given)))
+
+    def __repr__(self) -> str:
+        return f"RawSettings({', '.join(f'{name}={value!r}' for name, value in self.given.items())})"
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Every choice of a session, validated. Paths are as given (relative to the project root unless absolute).
+    """Every choice of a session, validated; each field is filled by one option of OPTIONS (its `fills`), except
+    `given`, the keys of the options given. Paths are as given (relative to the project root unless absolute).
 
     `processes` is how many fresh processes measure each case (1: in the pytest process), with `isolation`
     (a fresh process per case, or per pass over all cases); `threads` torch's
     CPU threads in each (None: torch's default); `ddp_processes` the processes of a train-ddp step (None:
     one per CUDA GPU, 2 on the CPU); `machine` names this machine's baseline files instead of the hardware.
-    Tolerances: the command-line band for every case, else the per-id/per-model tables. `profile_chosen` says
-    whether the profile was given (else it follows the devices: `default_profile`). `update_baseline` appends
-    this session's runs to the histories, `rebaseline` starts them over. `changes_fail`: a case changed against its
-    history fails the gate (else it is a warning). `ab_revision` and `ab_python` make the session an A/B job (head
-    against a base revision and/or interpreter), with `processes` pairs of processes; `inconclusive_fails`: an A/B
-    verdict that could not judge fails the job (else it is a warning); `no_base_fails`: a model the base does not
-    have fails the job (else it reads 'no base' and the others are judged); `ab_explain` which A/B cases get an
-    op-level explanation (all, changed or none); `history_explain` which cases judged against their history get
-    one (all, changed or none; anything but none profiles every case's ops after its rounds, and a recording session
-    stores them).
+    Tolerances: one band for every case (`cli_tolerance`, from the command line or a number in pyproject.toml),
+    else the per-id/per-model tables. `update_baseline` appends this session's runs to the histories, `rebaseline`
+    starts them over. `change_fails`: a case changed against its history fails the gate (else it is a warning).
+    `ab_revision` and `ab_python` make the session an A/B job (head against a base revision and/or interpreter),
+    with `processes` pairs of processes; `inconclusive_fails`: an A/B verdict that could not judge fails the job
+    (else it is a warning); `no_base_fails`: a model the base does not have fails the job (else it reads 'no base'
+    and the others are judged); `ab_explain` which A/B cases get an op-level explanation (all, changed or none);
+    `history_explain` which cases judged against their history get one (all, changed or none; anything but none
+    profiles every case's ops after its rounds, and a recording session stores them).
     """
 
     matrix: MatrixOptions
@@ -220,12 +394,11 @@ class Settings:
     cli_memory_tolerance: float | None = None
     tolerances: Mapping[str, float] = field(default_factory=dict)
     memory_tolerances: Mapping[str, float] = field(default_factory=dict)
-    profile_chosen: bool = False
     isolation: Isolation = "case"
     figure: str = STEP_FIGURE
     update_baseline: bool = False
     rebaseline: bool = False
-    changes_fail: bool = True
+    change_fails: bool = True
     inconclusive_fails: bool = True
     no_base_fails: bool = False
     ab_revision: str | None = None
@@ -233,6 +406,7 @@ class Settings:
     ab_budget_s: float = AB_DEFAULT_BUDGET_S
     ab_explain: str = "changed"
     history_explain: str = "changed"
+    given: frozenset[str] = frozenset()
 
     @property
     def ab(self) -> bool:
@@ -240,9 +414,9 @@ class Settings:
         return self.ab_revision is not None or self.ab_python is not None
 
     @property
-    def records(self) -> bool:
-        """Whether this session writes baselines."""
-        return self.update_baseline or self.rebaseline
+    def profile_chosen(self) -> bool:
+        """Whether the profile was given (else it follows the devices: `default_profile`)."""
+        return "profile" in self.given
 
 
 def read_pyproject(pyproject: Path) -> dict[str, Any]:
@@ -268,7 +442,6 @@ def read_pyproject_table(pyproject: Path) -> dict[str, Any]:
         raise UsageError(f"{pyproject}: [tool.perfsuite] must be a table")
     return table
 
-
 def merge_settings(
     cli: RawSettings, table: Mapping[str, Any], source: str, flag_prefix: str = "--perf-"
 ) -> tuple[RawSettings, dict[str, str]]:
@@ -285,10 +458,10 @@ def merge_settings(
             f"{source} [tool.perfsuite]: unknown key(s) {', '.join(unknown)}; valid: "
             f"{', '.join(option.key for option in OPTIONS)}"
         )
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     origins: dict[str, str] = {}
     for option in OPTIONS:
-        given = getattr(cli, option.field_name)
+        given = cli.given.get(option.field_name)
         in_table = [spelling for spelling in dict.fromkeys((option.key, option.field_name)) if spelling in table]
         if len(in_table) > 1:
             raise UsageError(f"{source} [tool.perfsuite]: {' and '.join(in_table)} are one key; keep {option.key}")
@@ -320,76 +493,41 @@ def validate_settings(
     available_devices: Sequence[str],
     project_root: Path = Path("."),
 ) -> Settings:
-    """Validate merged raw values; `origins` names where each came from in errors. Relative paths are checked
-    against `project_root` (where the session writes them), so nothing is measured before a bad one is found."""
+    """Validate merged raw values, each by its option's parser (defaults where not given, derived ones last);
+    `origins` names where each came from in errors. Relative paths are checked against `project_root` (where the
+    session writes them), so nothing is measured before a bad one is found."""
 
-    def where(name: str) -> str:
-        return origins.get(name, f"--perf-{name.replace('_', '-')}")
+    def where(option: Option[Any]) -> str:
+        return origins.get(option.field_name, option.flag)
 
-    devices = parse_names(raw.device, DEVICES, where("device")) if raw.device is not None else list(available_devices)
-    valid_models = ["all", *workload_names, DATALOADER_MODEL]
-    models = parse_names(raw.model, valid_models, where("model")) if raw.model is not None else None
-    matrix = MatrixOptions(
-        devices=devices,
-        dtypes=parse_names(raw.dtype, DTYPES, where("dtype")) if raw.dtype is not None else DEFAULT_DTYPES,
-        models=None if models is None else [*workload_names, DATALOADER_MODEL] if "all" in models else models,
-        batch_sizes=parse_batch_sizes(raw.batch_size, where("batch_size")) if raw.batch_size is not None else None,
-        modes=parse_names(raw.mode, ALL_MODES, where("mode")) if raw.mode is not None else MODES,
-        profile=(
-            _one_name(raw.profile, PROFILES, where("profile")) if raw.profile is not None else default_profile(devices)
-        ),
-        compile_modes=(
-            parse_names(raw.compile, COMPILE_MODES, where("compile")) if raw.compile is not None
-            else DEFAULT_COMPILE_MODES
-        ),
-    )
-    ab_revision = _ab_text(raw.ab, where("ab"))
-    ab_python = _ab_text(raw.ab_python, where("ab_python"))
-    ab = ab_revision is not None or ab_python is not None
-    processes = _count(raw.processes, where("processes"), minimum=1, default=AB_DEFAULT_PAIRS if ab else 1,
-                       maximum=MAX_PROCESSES)
-    if ab and processes < MIN_AB_PAIRS:
-        raise UsageError(f"{where('processes')} {processes}: an A/B job needs at least {MIN_AB_PAIRS} processes "
-                         f"to see the spread between processes (default {AB_DEFAULT_PAIRS})")
-    if ab and (raw.update_baseline or raw.rebaseline):
+    known = Known(workload_names, available_devices, project_root)
+    filled: dict[str, Any] = {}  # typed by each option's parser; Settings' own types are checked by the tests
+    for option in OPTIONS:
+        value = raw.given.get(option.field_name)
+        if value is not None:
+            filled |= option.filled(option.parse(value, where(option), known))
+        elif not isinstance(option.default, Derived):
+            filled |= option.filled(option.default)
+    for option in OPTIONS:
+        if option.field_name not in raw.given and isinstance(option.default, Derived):
+            filled |= option.filled(option.default.rule(replace(known, filled=filled), where(option)))
+    matrix = MatrixOptions(**{name.removeprefix("matrix."): filled.pop(name) for name in list(filled)
+                              if name.startswith("matrix.")})
+    given = frozenset(option.key for option in OPTIONS if option.field_name in raw.given)
+    chosen = Settings(matrix=matrix, given=given, **filled)
+    check_combination(chosen, lambda key: where(OPTION_NAMES[key]))
+    return chosen
+
+
+def check_combination(chosen: Settings, where: Callable[[str], str]) -> None:
+    """The rules between options: an A/B job needs two processes or more and writes no baselines; raises
+    UsageError naming the option (`where(name)` says where it came from)."""
+    if chosen.ab and chosen.processes < MIN_AB_PAIRS:
+        raise UsageError(f"{where('processes')} {chosen.processes}: an A/B job needs at least {MIN_AB_PAIRS} "
+                         f"processes to see the spread between processes (default {AB_DEFAULT_PAIRS})")
+    if chosen.ab and (chosen.update_baseline or chosen.rebaseline):
         raise UsageError(f"{where('ab')}: an A/B job judges head against base and writes no baselines; record "
                          "baselines in a session of their own (--perf-update-baseline without --perf-ab)")
-    return Settings(
-        matrix=matrix,
-        ab_revision=ab_revision,
-        ab_python=ab_python,
-        ab_budget_s=_seconds(raw.ab_budget, where("ab_budget"), AB_DEFAULT_BUDGET_S),
-        ab_explain=_one_name(raw.ab_explain, EXPLAIN, where("ab_explain")) if raw.ab_explain is not None
-        else "changed",
-        history_explain=_one_name(raw.history_explain, EXPLAIN, where("history_explain"))
-        if raw.history_explain is not None else "changed",
-        warmup_steps=_count(
-            raw.warmup, where("warmup"), minimum=0, default=DEFAULT_WARMUP_STEPS, maximum=MAX_WARMUP_STEPS
-        ),
-        processes=processes,
-        threads=_count(raw.threads, where("threads"), minimum=1, default=None),
-        ddp_processes=_count(raw.ddp_processes, where("ddp_processes"), minimum=1, default=None),
-        machine=_machine_name(raw.machine, where("machine")),
-        baseline_dir=_path_text(raw.baseline_dir, where("baseline_dir"), DEFAULT_BASELINE_DIR),
-        summary_dir=_writable_folder(
-            _path_text(raw.summary_dir, where("summary_dir"), DEFAULT_SUMMARY_DIR), where("summary_dir"), project_root,
-            chosen=raw.summary_dir is not None,
-        ),
-        cli_tolerance=_cli_tolerance(raw.tolerance, where("tolerance")),
-        cli_memory_tolerance=_cli_tolerance(raw.memory_tolerance, where("memory_tolerance")),
-        tolerances=_tolerance_table(raw.tolerance, where("tolerance"), workload_names),
-        memory_tolerances=_tolerance_table(raw.memory_tolerance, where("memory_tolerance"), workload_names),
-        profile_chosen=raw.profile is not None,
-        isolation=_isolation(raw.isolation, where("isolation")) if raw.isolation is not None or not ab else "pass",
-        figure=_one_name(raw.figure, FIGURES, where("figure")) if raw.figure is not None else STEP_FIGURE,
-        update_baseline=_switch(raw.update_baseline, where("update_baseline")),
-        rebaseline=_switch(raw.rebaseline, where("rebaseline")),
-        changes_fail=raw.on_change is None or _one_name(raw.on_change, ON_CHANGE, where("on_change")) == "fail",
-        inconclusive_fails=raw.on_inconclusive is None
-        or _one_name(raw.on_inconclusive, ON_INCONCLUSIVE, where("on_inconclusive")) == "fail",
-        no_base_fails=raw.on_no_base is not None
-        and _one_name(raw.on_no_base, ON_NO_BASE, where("on_no_base")) == "fail",
-    )
 
 
 def parse_tolerance(raw: Any, where: str) -> float:
@@ -459,94 +597,6 @@ def default_profile(devices: Sequence[str]) -> str:
     """The profile when none is chosen: standard where an accelerator is among `devices`, smoke on the CPU alone."""
     return ACCELERATOR_DEFAULT_PROFILE if any(map(is_accelerator, devices)) else CPU_DEFAULT_PROFILE
 
-
-def _one_name(raw: Any, valid: Sequence[str], where: str) -> str:
-    names = parse_names(raw, valid, where)
-    if len(names) != 1:
-        raise UsageError(f"{where}: one value, please (got {', '.join(names)}); valid: {', '.join(valid)}")
-    return names[0]
-
-
-def _seconds(raw: Any, where: str, default: float) -> float:
-    """A positive, finite number of seconds from text or a TOML number; `default` when not given."""
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise UsageError(f"{where} needs a number of seconds, e.g. 300, got {raw!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{where} needs a positive number of seconds, e.g. 300, got {raw!r}")
-    return value
-
-
-def _count(raw: Any, where: str, minimum: int, default: _Default, maximum: int | None = None) -> int | _Default:
-    """A whole number in [`minimum`, `maximum`] from text or a TOML integer; `default` when not given."""
-    if raw is None:
-        return default
-    if isinstance(raw, bool) or isinstance(raw, float) or not isinstance(raw, (int, str)):
-        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}")
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise UsageError(f"{where}: {raw!r} is not a whole number; write e.g. {max(minimum, 3)}") from None
-    if value < minimum:
-        raise UsageError(f"{where}: {value} is too small; it must be at least {minimum}")
-    if maximum is not None and value > maximum:
-        raise UsageError(f"{where}: {value} is too large; it must be at most {maximum}")
-    return value
-
-
-def _isolation(raw: Any, where: str) -> Isolation:
-    if raw is None:
-        return "case"
-    chosen = _one_name(raw, ISOLATIONS, where)
-    return "pass" if chosen == "pass" else "case"
-
-
-def _ab_text(raw: Any, where: str) -> str | None:
-    """A revision or a path for the A/B options: non-empty text."""
-    if raw is None:
-        return None
-    if not isinstance(raw, str) or not raw.strip():
-        raise UsageError(f"{where} needs a value (a git revision or merge-base; a python path), got {raw!r}")
-    return raw.strip()
-
-
-def _switch(raw: Any, where: str) -> bool:
-    """An on/off option: a flag on the command line, true or false in pyproject.toml."""
-    if raw is None:
-        return False
-    if not isinstance(raw, bool):
-        raise UsageError(f"{where}: {raw!r} is not true or false")
-    return raw
-
-
-def _machine_name(raw: Any, where: str) -> str | None:
-    if raw is None:
-        return None
-    text = str(raw).strip() if isinstance(raw, str) else ""
-    if not text or not all(c.isalnum() or c in "-_." for c in text) or text.startswith("."):
-        raise UsageError(
-            f"{where}: {raw!r} is not a machine name; use letters, digits, '-', '_' and '.', e.g. ci-m2-max"
-        )
-    size_bytes = len(text.encode("utf-8"))
-    if size_bytes > MAX_MACHINE_NAME_BYTES:
-        raise UsageError(
-            f"{where}: a name of {size_bytes} bytes is too long for a file name; use at most {MAX_MACHINE_NAME_BYTES} "
-            "bytes (the baseline file and the files perfsuite makes beside it must fit in 255)"
-        )
-    return text
-
-
-def _path_text(raw: Any, where: str, default: str) -> str:
-    if raw is None:
-        return default
-    if not isinstance(raw, str) or not raw.strip():
-        raise UsageError(f"{where}: {raw!r} is not a path")
-    return raw.strip()
-
-
 def _writable_folder(text: str, where: str, project_root: Path, chosen: bool) -> str:
     """`text` when it names a folder perfsuite can write files into, or one it can make (not made here). Where the
     folder was not `chosen` (the default), only a file in its place is an error: a session that measures nothing
@@ -579,16 +629,3 @@ def _folder_problem(folder: Path) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK):
         return "is a folder that is not writable"
     return None
-
-
-def _cli_tolerance(raw: Any, where: str) -> float | None:
-    """A band given as one number (the command line's form); a table is read by `_tolerance_table`."""
-    if raw is None or isinstance(raw, Mapping):
-        return None
-    return parse_tolerance(raw, where)
-
-
-def _tolerance_table(raw: Any, where: str, model_names: Sequence[str]) -> dict[str, float]:
-    if raw is None or not isinstance(raw, Mapping):
-        return {}
-    return parse_tolerance_table(raw, where, model_names)

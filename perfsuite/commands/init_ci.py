@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import string
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from perfsuite.errors import UsageError
 from perfsuite.settings import AB_DEFAULT_PAIRS, MIN_AB_PAIRS
 
 WORKFLOW_PATH = ".github/workflows/perfsuite.yml"
+WORKFLOW_TEMPLATE = Path(__file__).with_name("templates") / "workflow.yml"
 ACTIONLINT_CONFIG_PATH = ".github/actionlint.yaml"
 REQUIREMENTS_PATH = "perf-requirements.txt"
 CONSTRAINTS_PATH = "perf-constraints.txt"
@@ -221,8 +223,16 @@ def _runner_matrix(labels: Sequence[str]) -> str:
     return "\n".join(f"          - {yaml_string(label)}" for label in labels)
 
 
+class WorkflowTemplate(string.Template):
+    """The workflow's template (templates/workflow.yml): `@@{name}` marks what `workflow_text` fills in, so that
+    GitHub's own `${{ ... }}` expressions stay as they are."""
+
+    delimiter = "@@"
+
+
 def workflow_text(choices: WorkflowChoices) -> str:
-    """The GitHub Actions workflow for `choices` (YAML text)."""
+    """The GitHub Actions workflow for `choices` (YAML text): templates/workflow.yml with the parts that depend on
+    them filled in."""
     matrix = _runner_matrix(choices.runner_labels)
     python, default_branch = yaml_string(choices.python), yaml_string(choices.default_branch)
     history_branch = yaml_string(choices.history_branch)
@@ -276,113 +286,10 @@ def workflow_text(choices: WorkflowChoices) -> str:
         with:
           fetch-depth: 0
           persist-credentials: false"""
-    return f"""# perfsuite performance gate, written by `perfsuite init-ci` (edit it freely; --force writes it anew).
-# Pull requests from this repository's branches: each case measured at the merge base and at the head, side by side
-# in one job (--perf-ab merge-base, {choices.ab_pairs} process pairs), on each Mac below; the job fails when a case
-# regressed or could not be judged (too noisy: more pairs judge it; on-inconclusive = "warn" in pyproject.toml's
-# [tool.perfsuite] makes that a warning). Pushes to
-# {choices.default_branch}: {choices.processes} processes per case appended to each Mac's history, committed to the
-# branch {choices.history_branch} (created on the first push), and the history site uploaded as an artifact.
-# Each Mac is a self-hosted runner with the labels self-hosted, macOS, ARM64 and its own label, which also names
-# its history file. GitHub's hosted macOS runners cannot use MPS.{extras} A torch upgrade is a change of
-# {CONSTRAINTS_PATH}; run this workflow by hand with `rebaseline` after it.
-name: perfsuite
-on:
-  push:
-    branches: [{default_branch}]
-  pull_request:
-  workflow_dispatch:
-    inputs:
-      rebaseline:
-        description: "start every history over (after a deliberate change such as a torch upgrade)"
-        type: boolean
-        default: false
-# No token rights unless a job asks: reading the code, and writing only where the history branch is pushed.
-permissions: {{}}
-concurrency:
-  group: perfsuite-${{{{ github.ref }}}}
-  cancel-in-progress: false
-jobs:
-  judge:
-    name: judge the pull request against its merge base
-    # A fork's pull request would run its own code on your machine: only branches of this repository run here.
-    if: github.event_name == 'pull_request' && github.event.pull_request.head.repo.full_name == github.repository
-    strategy:
-      fail-fast: false
-      matrix:
-        runner:
-{matrix}
-    runs-on: [self-hosted, macOS, ARM64, "${{{{ matrix.runner }}}}"]
-    permissions:
-      contents: read  # checks the code out
-    timeout-minutes: 180
-    env:
-      PYTHON: {python}
-      PERF_AB_PAIRS: "{choices.ab_pairs}"
-    steps:
-{checkout}
-{setup}
-      - run: .venv/bin/perfsuite ci judge --processes "$PERF_AB_PAIRS"
-      - if: always()
-        uses: {UPLOAD_ACTION}
-        with:
-          name: perfsuite-judge-${{{{ matrix.runner }}}}
-          path: perf-summary/
-  record:
-    name: record the history
-    if: github.event_name == 'push' || github.event_name == 'workflow_dispatch'
-    strategy:
-      fail-fast: false
-      matrix:
-        runner:
-{matrix}
-    runs-on: [self-hosted, macOS, ARM64, "${{{{ matrix.runner }}}}"]
-    permissions:
-      contents: write  # pushes the history branch
-    timeout-minutes: 180
-    env:
-      PYTHON: {python}
-      PERF_PROCESSES: "{choices.processes}"
-      PERF_MACHINE: ${{{{ matrix.runner }}}}
-      PERF_HISTORY_BRANCH: {history_branch}
-      PERF_HISTORY_MODE: ${{{{ inputs.rebaseline && 'rebaseline' || 'append' }}}}
-    steps:
-{checkout}
-{setup}
-{history_checkout}
-      - run: >-
-          .venv/bin/perfsuite ci record --processes "$PERF_PROCESSES" --machine "$PERF_MACHINE"
-          --history-mode "$PERF_HISTORY_MODE"{bisect_step}
-      # Pushes with the same token (this job's may write), given to this step alone; a push that another Mac beat
-      # is rebased and retried, and one whose rebase conflicts fails, pushing nothing.
-      - run: .venv/bin/perfsuite ci publish --branch "$PERF_HISTORY_BRANCH" --machine "$PERF_MACHINE"
-        env:
-          GITHUB_TOKEN: ${{{{ github.token }}}}
-      - if: always()
-        uses: {UPLOAD_ACTION}
-        with:
-          name: perfsuite-record-${{{{ matrix.runner }}}}
-          path: perf-summary/
-  site:
-    name: build the history site
-    needs: record
-    runs-on: [self-hosted, macOS, ARM64]
-    permissions:
-      contents: read  # checks the code out
-    timeout-minutes: 30
-    env:
-      PYTHON: {python}
-      PERF_HISTORY_BRANCH: {history_branch}
-    steps:
-{checkout}
-      - name: Python environment with perfsuite and the pinned torch
-        run: |
-          "$PYTHON" -m venv .venv
-          .venv/bin/python -m pip install -c {CONSTRAINTS_PATH} -r {REQUIREMENTS_PATH}
-{history_checkout}
-      - run: .venv/bin/perfsuite ci site
-      - uses: {UPLOAD_ACTION}
-        with:
-          name: perfsuite-site
-          path: perf-site/
-{pages}"""
+    return WorkflowTemplate(WORKFLOW_TEMPLATE.read_text(encoding="utf-8")).substitute(
+        extras=extras, ab_pairs=choices.ab_pairs, default_branch=choices.default_branch, processes=choices.processes,
+        history_branch=choices.history_branch, CONSTRAINTS_PATH=CONSTRAINTS_PATH, REQUIREMENTS_PATH=REQUIREMENTS_PATH,
+        default_branch_yaml=default_branch, matrix=matrix, python_yaml=python, checkout=checkout, setup=setup,
+        UPLOAD_ACTION=UPLOAD_ACTION, history_branch_yaml=history_branch, history_checkout=history_checkout,
+        bisect_step=bisect_step, pages=pages,
+    )

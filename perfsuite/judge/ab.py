@@ -25,7 +25,9 @@ A case is decided at the first look where, with at least MIN_BLOCKS blocks:
 - regressed: the interval lies above 1, the estimate exceeds the band (the case's tolerance) and every block on its
   own reads head slower (with only a few blocks, random-effects intervals are optimistic, and a single placement
   outlier could carry the estimate; this extra condition only ever withholds a verdict); improved: the mirror image;
-- unchanged: the interval lies inside the band, (1 + band)^-1 .. 1 + band.
+- unchanged: the interval lies inside the band, (1 + band)^-1 .. 1 + band; or, at the band's edge, the interval is
+  precise (half width at most half the band) and reaches past the edge while the estimate lies inside: a change of
+  about the band's size, which more blocks would only pin to the edge (EDGE_PRECISION).
 When the budget or the block limit ends first, it is inconclusive (never a pass: it says the spread it saw and about
 how much more measuring would decide it); errored: a side failed or fewer than MIN_BLOCKS blocks were measured.
 
@@ -62,6 +64,11 @@ AB_DEFAULT_TOLERANCE = 0.05
 TRIM = 0.2
 # The window count of a block never grows past this many times the first block's.
 MAX_WINDOW_GROWTH = 4
+# A case whose interval is this precise (half width at most this share of the band) but still reaches past the band's
+# edge is decided by its estimate: a true change of about the band's size would otherwise spend the whole budget
+# and end inconclusive. It misses a change beyond the band only where the estimate errs by more than the band's
+# excess, at most this share of the band (a 5% band: detects >= 7.5%, with the interval's own error rate).
+EDGE_PRECISION = 0.5
 
 
 @dataclass(frozen=True)
@@ -173,7 +180,9 @@ def z_quantile(family_size: int, max_blocks: int = MAX_BLOCKS) -> float:
 
 def decision(low: float, mean: float, high: float, band: float) -> AbStatus | None:
     """The verdict an interval [low, high] around `mean` (log ratios) supports against `band` (a fraction), or None
-    while it supports none."""
+    while it supports none. An interval whose half width is at most EDGE_PRECISION of the band and that still
+    reaches past the band's edge says the change is about the band's size: more measuring would only narrow it
+    around the edge, so it is decided by its estimate (`at_band_edge`)."""
     log_band = math.log1p(band)
     if low > 0 and mean > log_band:
         return "regressed"
@@ -181,7 +190,16 @@ def decision(low: float, mean: float, high: float, band: float) -> AbStatus | No
         return "improved"
     if low > -log_band and high < log_band:
         return "unchanged"
+    if at_band_edge(low, mean, high, band):
+        return "unchanged"  # the estimate lies inside the band (beyond it, the first rules decided)
     return None
+
+
+def at_band_edge(low: float, mean: float, high: float, band: float) -> bool:
+    """Whether an interval reaches past the band's edge while its half width is at most EDGE_PRECISION of the band:
+    the change is about the band's size, and more blocks would not decide it."""
+    log_band = math.log1p(band)
+    return (high - mean) <= EDGE_PRECISION * log_band and (high >= log_band or low <= -log_band)
 
 
 @dataclass(frozen=True)
@@ -287,6 +305,11 @@ def judge_ab(
     if seen.status is None:
         reasons = (undecided_reason(combined, seen.half_width, tolerance, len(measured), measurement.seconds,
                                     budget_s, max_blocks),)
+    elif status == "unchanged" and at_band_edge(combined.log_ratio - seen.half_width, combined.log_ratio,
+                                                combined.log_ratio + seen.half_width, tolerance):
+        reasons = (f"at the band's edge: a change of about the band's size, its estimate inside the band and its "
+                   f"interval reaching past it, measured to within {100 * math.expm1(seen.half_width):.1f}% (half "
+                   f"the band or less), where more blocks would only narrow it around the edge",)
     memory = memory_verdict(measurement, memory_tolerance)
     return AbVerdict(
         status=status, ratio=math.exp(combined.log_ratio), ci_low=math.exp(combined.log_ratio - seen.half_width),

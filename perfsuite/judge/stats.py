@@ -240,33 +240,50 @@ def compare_runs(
     noise = None if spread is None else _noise_log(spread, sessions, _quantiles(spread, config))
     needed = processes_needed(spread, int(baseline.size), sessions, tolerance, config)
     if spread is None or noise is None or smallest_p_value(current.size, baseline.size) >= config.false_alarm_rate:
-        # Only a change beyond the factor (x2) is called, and where the spread is known, only beyond what the
-        # noise explains too: with 4 busy processes beside it one ResNet18 run in three was over x2 slower.
-        # And only by the factor beyond the baseline's slowest (fastest) run: noise that put recorded runs at
-        # x2-x5 puts a current one there as often (K = 1 beside 4 busy processes: 1.7% false alarms when the
-        # factor counted from the median, docs/gate.md).
-        fastest_log = float(baseline.min()) - math.log(baseline_median_s)
-        slowest_log = float(baseline.max()) - math.log(baseline_median_s)
-        factor_log = math.log(config.uncalibrated_factor)
-        cut_log, margin_log = factor_log, 0.0
-        if noise is not None:
-            alarm_log, noise_log = noise
-            cut_log, margin_log = max(cut_log, alarm_log), noise_log - alarm_log
-        slower_cut_log, faster_cut_log = max(cut_log, slowest_log + factor_log), max(cut_log, factor_log - fastest_log)
-        outcome: TimeOutcome = (
-            "regressed" if log_ratio >= slower_cut_log
-            else "improved" if log_ratio <= -faster_cut_log
-            else "uncalibrated"
-        )
-        return RunComparison(
-            outcome=outcome, ratio=ratio, **counts, calibrated=False, log_sd=None if spread is None else spread.log_sd,
-            degrees_of_freedom=0 if spread is None else spread.degrees_of_freedom, ci_low=None, ci_high=None,
-            p_value_slower=None, p_value_faster=None, detectable_slowdown=math.expm1(slower_cut_log + margin_log),
-            noise_slowdown=None, processes_needed=needed,
-        )
+        return _beyond_the_factor(log_ratio, ratio, baseline, baseline_median_s, spread, noise, needed, counts, config)
+    return _rank_test(current, baseline, log_ratio, ratio, band_log, tolerance, spread, noise, needed, counts, config)
+
+
+def _beyond_the_factor(
+    log_ratio: float, ratio: float, baseline: np.ndarray, baseline_median_s: float, spread: Spread | None,
+    noise: tuple[float, float] | None, needed: int | None, counts: dict[str, int], config: DecisionConfig,
+) -> RunComparison:
+    """The uncalibrated rule (too few runs for the rank test, or no spread): only a change beyond the factor (x2)
+    is called, and where the spread is known, only beyond what the noise explains too: with 4 busy processes beside
+    it one ResNet18 run in three was over x2 slower. And only by the factor beyond the baseline's slowest (fastest)
+    run: noise that put recorded runs at x2-x5 puts a current one there as often (K = 1 beside 4 busy processes:
+    1.7% false alarms when the factor counted from the median, docs/gate.md). `baseline` holds log medians."""
+    fastest_log = float(baseline.min()) - math.log(baseline_median_s)
+    slowest_log = float(baseline.max()) - math.log(baseline_median_s)
+    factor_log = math.log(config.uncalibrated_factor)
+    cut_log, margin_log = factor_log, 0.0
+    if noise is not None:
+        alarm_log, noise_log = noise
+        cut_log, margin_log = max(cut_log, alarm_log), noise_log - alarm_log
+    slower_cut_log, faster_cut_log = max(cut_log, slowest_log + factor_log), max(cut_log, factor_log - fastest_log)
+    outcome: TimeOutcome = (
+        "regressed" if log_ratio >= slower_cut_log
+        else "improved" if log_ratio <= -faster_cut_log
+        else "uncalibrated"
+    )
+    return RunComparison(
+        outcome=outcome, ratio=ratio, **counts, calibrated=False, log_sd=None if spread is None else spread.log_sd,
+        degrees_of_freedom=0 if spread is None else spread.degrees_of_freedom, ci_low=None, ci_high=None,
+        p_value_slower=None, p_value_faster=None, detectable_slowdown=math.expm1(slower_cut_log + margin_log),
+        noise_slowdown=None, processes_needed=needed,
+    )
+
+
+def _rank_test(
+    current: np.ndarray, baseline: np.ndarray, log_ratio: float, ratio: float, band_log: float, tolerance: float,
+    spread: Spread, noise: tuple[float, float], needed: int | None, counts: dict[str, int], config: DecisionConfig,
+) -> RunComparison:
+    """The calibrated rule: the one-sided rank test at the false-alarm rate, and a change beyond both the band
+    and the noise's alarm level."""
     p_slower, p_faster = rank_test_p_values(current, baseline)
     alarm_log, noise_log = noise
     power_log = noise_log - alarm_log
+    outcome: TimeOutcome
     if p_slower < config.false_alarm_rate and log_ratio > max(band_log, alarm_log):
         outcome = "regressed"
     elif p_faster < config.false_alarm_rate and log_ratio < -max(-math.log1p(-tolerance), alarm_log):

@@ -66,7 +66,7 @@ def _sentence(verdict: AbVerdict, inconclusive_fails: bool, no_base_fails: bool)
     sentence = {
         "regressed": "regressed: head is slower than base beyond the band",
         "improved": "improved: head is faster than base beyond the band",
-        "unchanged": "unchanged",
+        "unchanged": "; ".join(("unchanged", *verdict.reasons)),
         "inconclusive": (
             "inconclusive: the budget ran out before this job could tell a change of the band's size from noise, so "
             "it " + ("fails (a verdict that cannot judge is not a pass; --perf-on-inconclusive warn makes it a warning)"

@@ -4,7 +4,7 @@ figures, ratios as `1.30x`, fractions as percent, memory in binary units), with 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -50,64 +50,9 @@ _HOW_TO_GET = {
 def display_tables(result: Gains) -> dict[str, pd.DataFrame]:
     """Each non-empty table as text cells for people: samples/s to three figures, ratios as `1.30x`,
     fractions as percent, memory in binary units; keyed by table name (`best-workers` after `dataloader`)."""
-    shown = {}
-    if not result.precision.empty:
-        p = result.precision
-        shown["precision"] = _cells(p[PRECISION_KEY + ["dtype"]]).assign(**{
-            "fp32 samples/s": p["fp32_samples_per_s"].map(_figure),
-            "samples/s": p["samples_per_s"].map(_figure),
-            "speed-up": p["speedup"].map(_speedup),
-            "article": p["article_speedup"].map(lambda r: f"{_speedup(r)} (M2 Pro)" if _known(r) else ""),
-            "note": p["note"],
-        })
-    if not result.checkpoint.empty:
-        c = result.checkpoint
-        shown["checkpoint"] = _cells(c[CHECKPOINT_KEY + ["memory_figure"]]).assign(**{
-            "train memory": c["train_memory_bytes"].map(_bytes),
-            "checkpoint memory": c["checkpoint_memory_bytes"].map(_bytes),
-            "memory saved": [
-                f"{_bytes(b)} ({_percent(f)})" if _known(b) else ABSENT
-                for b, f in zip(c["memory_saved_bytes"], c["memory_saved_fraction"], strict=True)
-            ],
-            "time paid": c["time_paid_fraction"].map(_percent),
-            "note": c["note"],
-        })
-    if not result.channels_last.empty:
-        cl = result.channels_last
-        shown["channels-last"] = _cells(cl[list(CHANNELS_LAST_COLUMNS[:7])]).assign(**{
-            "plain samples/s": cl["plain_samples_per_s"].map(_figure),
-            "channels_last samples/s": cl["channels_last_samples_per_s"].map(_figure),
-            "speed-up": cl["speedup"].map(_speedup),
-            "note": cl["note"],
-        })
-    if not result.compiled.empty:
-        c = result.compiled
-        shown["compile"] = _cells(c[[*COMPILE_KEY, "compile"]]).assign(**{
-            "eager samples/s": c["eager_samples_per_s"].map(_figure),
-            "samples/s": c["samples_per_s"].map(_figure),
-            "speed-up": c["speedup"].map(_speedup),
-            "first call": c["compile_first_call_s"].map(format_seconds),
-            "graphs": _cells(c[["compile_graphs"]])["compile_graphs"],
-            "graph breaks": _cells(c[["compile_graph_breaks"]])["compile_graph_breaks"],
-            "GPU busy eager": c["eager_gpu_busy_fraction"].map(_share),
-            "GPU busy": c["gpu_busy_fraction"].map(_share),
-            "note": c["note"],
-        })
-    if not result.dataloader.empty:
-        d = result.dataloader
-        shown["dataloader"] = _cells(d[[*LOADER_GROUP, "num_workers", "batch_size", "sample_shape"]]).assign(**{
-            "samples/s": d["samples_per_s"].map(_figure),
-            "vs 0 workers": d["speedup_over_0_workers"].map(_speedup),
-            "start-up": d["startup_s"].map(format_seconds),
-        })
-    if not result.best_workers.empty:
-        b = result.best_workers
-        shown["best-workers"] = _cells(b[[*LOADER_GROUP, "best_num_workers"]]).assign(**{
-            "samples/s": b["samples_per_s"].map(_figure),
-            "vs 0 workers": b["speedup_over_0_workers"].map(_speedup),
-            "tried": b["worker_counts"],
-            "in 2-4 (article)": b["within_article_advice"].map({True: "yes", False: "no"}),
-        })
+    frames = {"precision": result.precision, "checkpoint": result.checkpoint, "channels-last": result.channels_last,
+              "compile": result.compiled, "dataloader": result.dataloader, "best-workers": result.best_workers}
+    shown = {name: _DISPLAY[name](frame) for name, frame in frames.items() if not frame.empty}
     for name in ("dataloader", "best-workers"):
         if name in shown:
             shown[name]["pin_memory"] = shown[name]["pin_memory"].map({"True": "on", "False": "off"})
@@ -115,6 +60,76 @@ def display_tables(result: Gains) -> dict[str, pd.DataFrame]:
         name: _without_eager_only_compile(table).rename(columns={"batch_size": "batch", "pin_memory": "pin"})
         for name, table in shown.items()
     }
+
+
+def _precision_cells(p: pd.DataFrame) -> pd.DataFrame:
+    return _cells(p[PRECISION_KEY + ["dtype"]]).assign(**{
+        "fp32 samples/s": p["fp32_samples_per_s"].map(_figure),
+        "samples/s": p["samples_per_s"].map(_figure),
+        "speed-up": p["speedup"].map(_speedup),
+        "article": p["article_speedup"].map(lambda r: f"{_speedup(r)} (M2 Pro)" if _known(r) else ""),
+        "note": p["note"],
+    })
+
+
+def _checkpoint_cells(c: pd.DataFrame) -> pd.DataFrame:
+    return _cells(c[CHECKPOINT_KEY + ["memory_figure"]]).assign(**{
+        "train memory": c["train_memory_bytes"].map(_bytes),
+        "checkpoint memory": c["checkpoint_memory_bytes"].map(_bytes),
+        "memory saved": [
+            f"{_bytes(b)} ({_percent(f)})" if _known(b) else ABSENT
+            for b, f in zip(c["memory_saved_bytes"], c["memory_saved_fraction"], strict=True)
+        ],
+        "time paid": c["time_paid_fraction"].map(_percent),
+        "note": c["note"],
+    })
+
+
+def _channels_last_cells(cl: pd.DataFrame) -> pd.DataFrame:
+    return _cells(cl[list(CHANNELS_LAST_COLUMNS[:7])]).assign(**{
+        "plain samples/s": cl["plain_samples_per_s"].map(_figure),
+        "channels_last samples/s": cl["channels_last_samples_per_s"].map(_figure),
+        "speed-up": cl["speedup"].map(_speedup),
+        "note": cl["note"],
+    })
+
+
+def _compile_cells(c: pd.DataFrame) -> pd.DataFrame:
+    return _cells(c[[*COMPILE_KEY, "compile"]]).assign(**{
+        "eager samples/s": c["eager_samples_per_s"].map(_figure),
+        "samples/s": c["samples_per_s"].map(_figure),
+        "speed-up": c["speedup"].map(_speedup),
+        "first call": c["compile_first_call_s"].map(format_seconds),
+        "graphs": _cells(c[["compile_graphs"]])["compile_graphs"],
+        "graph breaks": _cells(c[["compile_graph_breaks"]])["compile_graph_breaks"],
+        "GPU busy eager": c["eager_gpu_busy_fraction"].map(_share),
+        "GPU busy": c["gpu_busy_fraction"].map(_share),
+        "note": c["note"],
+    })
+
+
+def _dataloader_cells(d: pd.DataFrame) -> pd.DataFrame:
+    return _cells(d[[*LOADER_GROUP, "num_workers", "batch_size", "sample_shape"]]).assign(**{
+        "samples/s": d["samples_per_s"].map(_figure),
+        "vs 0 workers": d["speedup_over_0_workers"].map(_speedup),
+        "start-up": d["startup_s"].map(format_seconds),
+    })
+
+
+def _best_workers_cells(b: pd.DataFrame) -> pd.DataFrame:
+    return _cells(b[[*LOADER_GROUP, "best_num_workers"]]).assign(**{
+        "samples/s": b["samples_per_s"].map(_figure),
+        "vs 0 workers": b["speedup_over_0_workers"].map(_speedup),
+        "tried": b["worker_counts"],
+        "in 2-4 (article)": b["within_article_advice"].map({True: "yes", False: "no"}),
+    })
+
+
+# Each table's cells for people, by table name.
+_DISPLAY: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
+    "precision": _precision_cells, "checkpoint": _checkpoint_cells, "channels-last": _channels_last_cells,
+    "compile": _compile_cells, "dataloader": _dataloader_cells, "best-workers": _best_workers_cells,
+}
 
 
 def _without_eager_only_compile(table: pd.DataFrame) -> pd.DataFrame:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfsuite.records import ProcessProgress
+from perfsuite.records import AbBlockProgress, AbProgress, ProcessProgress
 from perfsuite.render.escape import terminal_text
 
 
@@ -36,4 +36,19 @@ def process_progress_line(progress: ProcessProgress) -> str:
     return (
         f"perfsuite: process {progress.pass_index}/{progress.passes} measured {terminal_text(progress.benchmark_id)} "
         f"({progress.done}/{progress.total}{shown})"
+    )
+
+
+def ab_progress_line(progress: AbProgress) -> str:
+    """`perfsuite A/B: cpu-fp32-tiny-bs1-infer-smoke block 2: head/base 1.004 over 8 window pairs (decided) (41 s of
+    300 s)`, a block that failed with its message, or a case whose ops could not be profiled."""
+    key = terminal_text(progress.benchmark_id)
+    if not isinstance(progress, AbBlockProgress):
+        return f"perfsuite A/B: {key}: could not profile its ops: {progress.message}"
+    if progress.failure is not None:
+        return f"perfsuite A/B: {key} block {progress.block}: {progress.failure}"
+    return (
+        f"perfsuite A/B: {key} block {progress.block}: head/base {progress.head_over_base:.3f} "
+        f"over {progress.window_pairs} window pairs{' (decided)' if progress.decided else ''} "
+        f"({progress.elapsed_s:.0f} s of {progress.budget_s:.0f} s)"
     )

@@ -23,27 +23,47 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import random
 import statistics
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import perfsuite
-from perfsuite.records import AbMeasurement, AbPair, Case, OpProfile, Run, WorkloadSource
+from perfsuite.records import (
+    AbBlockProgress,
+    AbMeasurement,
+    AbPair,
+    AbProfileFailed,
+    AbProgress,
+    Case,
+    OpProfile,
+    Run,
+    WorkloadSource,
+)
 from perfsuite.run.plan import SessionPlan
 from perfsuite.run.profiling import merge_profiles
-from perfsuite.run.wire import op_profile_from_json, outcome_from_json, run_from_json
+from perfsuite.run.wire import (
+    WorkerSide,
+    WorkerSpec,
+    op_profile_from_json,
+    outcome_from_json,
+    run_from_json,
+)
+from perfsuite.run.workers import Worker, WorkerGone, Workers
 
 # A block's windows per side: about WINDOWS of them in the rounds' max_time_s (pytest-benchmark's
 # --benchmark-max-time), each at least MIN_ROUNDS_PER_WINDOW rounds long, and at least MIN_WINDOWS.
 WINDOWS = 8
 MIN_WINDOWS = 4
 MIN_ROUNDS_PER_WINDOW = 2
+# A block's round holds at most this many seconds of steps (one step, where a step is longer): a window then holds
+# several rounds, and a burst of other work on the host costs a round, not the window. On an H100 at
+# --benchmark-max-time 1.0 the launch-bound cases' rounds of 0.2-0.4 s (2 a window) read 5-30% apart in A/A; at 0.3
+# (rounds of at most 0.06 s) their floors were 0.2-3.3%. The drain at a round's end (about 1 ms on a launch-bound
+# step) then dilutes a change by about 2%, alike on both sides.
+MAX_ROUND_S = 0.06
 # The steps profiled per side to explain a case (after its timed windows, never inside them): about PROFILE_S
 # seconds of steps, at least MIN_PROFILE_STEPS and at most MAX_PROFILE_STEPS.
 PROFILE_S = 0.1
@@ -53,7 +73,6 @@ MAX_PROFILE_STEPS = 8
 PROFILE_TURNS = 4
 # How long a request may take before the side is declared stuck (a build with compilation included).
 REQUEST_TIMEOUT_S = 1800
-_ERROR_TAIL_CHARACTERS = 1500
 
 # What `look` answers after each block: (decided, windows for the case's next block).
 Look = tuple[bool, int]
@@ -114,90 +133,6 @@ class AbSchedule:
     process_pairs_reason: str | None = None
 
 
-class Worker:
-    """One warm worker process holding one side or both (`sides`), answering one request at a time."""
-
-    def __init__(self, sides: Sequence[SideSpec], spec: Mapping[str, Any], folder: Path, number: int) -> None:
-        self.sides, self.number = list(sides), number
-        self.label = "+".join(side.name for side in sides)
-        spec_path = folder / f"worker-{number}-{self.label}-spec.json"
-        spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        self.log_path = folder / f"worker-{number}-{self.label}-{os.getpid()}-{time.monotonic_ns()}.log"
-        self.log = self.log_path.open("w", encoding="utf-8")
-        harness = harness_folder(folder)
-        starter = (
-            f"import sys; sys.path[0:1] = [{str(harness)!r}]; from perfsuite.run.ab_worker import main; "
-            f"sys.exit(main([{str(spec_path)!r}]))"
-        )
-        self.process = subprocess.Popen(
-            [sides[0].python, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-            text=True, cwd=sides[0].root, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self._hello: dict[str, Any] | None = None
-
-    @property
-    def hello(self) -> dict[str, Any]:
-        """What the worker said of itself when it was ready (read on first use, so workers start at once)."""
-        if self._hello is None:
-            self._hello = self.read()
-        return self._hello
-
-    def describe(self) -> str:
-        return f"the {self.label} worker ({self.sides[0].python}, in {self.sides[0].root})"
-
-    def read(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            self.process.wait(timeout=60)
-            raise AbUnusable(
-                f"{self.describe()} exited with status {self.process.returncode}: {self.output_tail() or '(no output)'}"
-            )
-        try:
-            reply = json.loads(line)
-        except json.JSONDecodeError:
-            reply = None
-        if not isinstance(reply, dict):
-            raise AbUnusable(f"{self.describe()} answered something that is not a reply: {line.strip()[:200]!r}; "
-                             "is it a Python interpreter? (its log: " + (self.output_tail() or "empty") + ")")
-        return reply
-
-    def request(self, document: Mapping[str, Any]) -> dict[str, Any]:
-        stdin: IO[str] | None = self.process.stdin
-        assert stdin is not None
-        try:
-            stdin.write(json.dumps(document) + "\n")
-            stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            self.process.poll()
-            raise AbUnusable(f"{self.describe()} is gone (exit status {self.process.returncode}): "
-                             f"{self.output_tail() or '(no output)'}") from None
-        return self.read()
-
-    def output_tail(self) -> str:
-        self.log.flush()
-        return self.log_path.read_text(encoding="utf-8", errors="replace").strip()[-_ERROR_TAIL_CHARACTERS:]
-
-    @property
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self, at_once: bool = False) -> None:
-        """Ask the worker to exit (kill it if it does not within 30 s); `at_once` kills it (an interrupted job)."""
-        if self.process.poll() is None:
-            try:
-                if at_once:
-                    raise subprocess.TimeoutExpired("", 0)
-                assert self.process.stdin is not None
-                self.process.stdin.write(json.dumps({"op": "exit"}) + "\n")
-                self.process.stdin.close()
-                self.process.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired, ValueError):
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
-
-
 @dataclass
 class SideHandle:
     """One side in a worker: its requests name the side."""
@@ -213,35 +148,19 @@ class SideHandle:
         return self.worker.alive
 
 
-def harness_folder(folder: Path) -> Path:
-    """A folder holding only this process's perfsuite package (a link), first on each worker's path: both sides run
-    the same harness, and another interpreter keeps its own torch and libraries."""
-    harness = folder / "harness"
-    link = harness / "perfsuite"
-    if not link.exists():
-        harness.mkdir(exist_ok=True)
-        link.symlink_to(Path(perfsuite.__file__).resolve().parent, target_is_directory=True)
-    return harness
-
-
 def worker_spec(plan: SessionPlan, sides: Sequence[SideSpec], head_root: Path, cases: Sequence[Case],
-                check_models: Sequence[str]) -> dict[str, Any]:
+                check_models: Sequence[str]) -> WorkerSpec:
+    """What a worker holding `sides` is started with to measure `cases` as `plan` says (no FLOPs: A/B compares
+    times), checking `check_models` on each side first."""
     from perfsuite.workloads import MODEL_MODULES
 
     own_repository = any(side.builtin_models_from_root for side in sides)
-    return {
-        "threads": plan.threads, "warmup_steps": plan.measure.warmup_steps,
-        "ddp_processes": plan.measure.ddp_processes, "figure": plan.measure.figure,
-        "rounds": {"min_rounds": plan.rounds.min_rounds, "max_time_s": plan.rounds.max_time_s,
-                   "min_time_s": plan.rounds.min_time_s},
-        "fresh_process": len(cases) == 1,
-        "head_root": str(head_root),
-        "model_modules": list(MODEL_MODULES) if own_repository else [],
-        "sides": [{"name": side.name, "root": str(side.root),
-                   "workload_sources": {name: list(sources) for name, sources in side.workload_sources.items()}}
-                  for side in sides],
-        "check_models": list(check_models),
-    }
+    return WorkerSpec(
+        replace(plan.measure, fresh_process=len(cases) == 1, count_flops=False), plan.rounds, plan.threads,
+        sides=tuple(WorkerSide(side.name, str(side.root), side.workload_sources) for side in sides),
+        head_root=str(head_root), model_modules=tuple(MODEL_MODULES) if own_repository else (),
+        check_models=tuple(check_models),
+    )
 
 
 def window_plan(step_s: float, steps_per_round: int, max_time_s: float) -> tuple[float, int]:
@@ -266,35 +185,55 @@ def largest_difference(base_path: Path, head_path: Path) -> float | None:
 
 
 def start_workers(
-    plan: SessionPlan, base: SideSpec, head: SideSpec, schedule: AbSchedule, cases: Sequence[Case],
-    check_models: Sequence[str], folder: Path, results: AbResults, first_number: int = 0,
+    workers: Workers, plan: SessionPlan, base: SideSpec, head: SideSpec, schedule: AbSchedule, cases: Sequence[Case],
+    check_models: Sequence[str], results: AbResults, first_number: int = 0,
 ) -> list[Worker]:
     """Start the job's workers at once: K holding both sides, or one pair (base, head) of one side each. Checks what
     each says (every model found, no base module from the head's tree) and records what each side runs; raises
     AbUnusable when a side cannot measure."""
     groups = [[base, head]] * schedule.processes if schedule.in_one_process else [[base], [head]]
-    started: list[Worker] = []
+    started: list[tuple[Worker, list[SideSpec]]] = []
     try:
         for offset, sides in enumerate(groups):
-            started.append(Worker(sides, worker_spec(plan, sides, head.root, cases, check_models), folder,
-                                  first_number + offset))
-        for worker in started:
-            check_hello(worker, results)
-    except BaseException:
-        for worker in started:
-            worker.stop(at_once=True)
+            worker = workers.start(worker_spec(plan, sides, head.root, cases, check_models), first_number + offset,
+                                   "+".join(side.name for side in sides), sides[0].python, sides[0].root,
+                                   harness=True)
+            started.append((worker, sides))
+        for worker, sides in started:
+            check_hello(worker, sides, results)
+    except BaseException as error:
+        for worker, _ in started:
+            workers.stop(worker, at_once=True)
+        if isinstance(error, WorkerGone):
+            raise AbUnusable(str(error)) from None
         raise
-    return started
+    return [worker for worker, _ in started]
 
 
-def check_hello(worker: Worker, results: AbResults) -> None:
+def replaced(workers: Workers, worker: Worker, sides: Sequence[SideSpec], results: AbResults) -> Worker:
+    """A fresh worker of `worker`'s spec in its place (it died), checked as `start_workers` checks; AbUnusable when
+    it cannot measure."""
+    fresh = workers.replace(worker)
+    try:
+        check_hello(fresh, sides, results)
+    except BaseException as error:
+        workers.stop(fresh, at_once=True)
+        if isinstance(error, WorkerGone):
+            raise AbUnusable(str(error)) from None
+        raise
+    return fresh
+
+
+def check_hello(worker: Worker, sides: Sequence[SideSpec], results: AbResults) -> None:
+    """Check what `worker`, holding `sides`, says it runs (every model found, no base module from the head's tree,
+    nothing that cannot share a process) and record it in `results`; AbUnusable (OneProcessRefused) when not."""
     hello = worker.hello
     reports = hello.get("sides")
-    if not isinstance(reports, dict) or not all(isinstance(reports.get(side.name), dict) for side in worker.sides):
+    if not isinstance(reports, dict) or not all(isinstance(reports.get(side.name), dict) for side in sides):
         raise AbUnusable(f"{worker.describe()} did not say what it runs: its first line was "
                          f"{json.dumps(hello)[:200]!r}, not perfsuite's A/B worker greeting; is it a Python "
                          "interpreter with torch?")
-    for side in worker.sides:
+    for side in sides:
         report = reports[side.name]
         missing: dict[str, str] = dict(report.get("missing") or {})
         absent = set(report.get("absent") or ()) if side.name == "base" else set()
@@ -312,11 +251,11 @@ def check_hello(worker: Worker, results: AbResults) -> None:
                 f"{', '.join(report['leaks'])} came from the head's tree; perfsuite refuses to compare head with head "
                 "(report this layout; --perf-ab-python with an environment that has the base installed works)"
             )
-        if report.get("extensions") and len(worker.sides) > 1:
+        if report.get("extensions") and len(sides) > 1:
             raise OneProcessRefused(
                 f"compiled project modules ({', '.join(report['extensions'])}) cannot be loaded twice in one process"
             )
-        if report.get("patches_torch") and len(worker.sides) > 1:
+        if report.get("patches_torch") and len(sides) > 1:
             shown = ", ".join(report["patches_torch"][:3]) + (
                 f" and {len(report['patches_torch']) - 3} more" if len(report["patches_torch"]) > 3 else "")
             raise OneProcessRefused(
@@ -341,12 +280,13 @@ class AbInterrupted(Exception):
 
 
 def measure_ab(
-    plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[str], None],
+    plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[AbProgress], None],
     schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
     explain: Callable[[AbMeasurement], bool] | None = None,
 ) -> AbResults:
     """Measure the cases of `plan` on both sides in blocks until `look` calls each decided, or `schedule`'s budget
-    or block limit ends it; working files go under `folder`. A worker found dead before a case (killed while idle)
+    or block limit ends it; working files go under `folder`; `show` gets a record of each block as it ends (and of
+    each case whose ops could not be profiled). A worker found dead before a case (killed while idle)
     is replaced, so it costs no case; one that dies during a case's block costs that block. An interrupt (Ctrl-C)
     kills the workers at once and raises `AbInterrupted` with what was measured before it. Each case `explain`
     chooses has its ops profiled on both sides after its timed windows: in the block that decides it, before the case
@@ -355,6 +295,7 @@ def measure_ab(
     folder.mkdir(parents=True, exist_ok=True)
     started_s = time.perf_counter()
     models = sorted({case.model for case in plan.cases})
+    pool = Workers(folder, REQUEST_TIMEOUT_S)
     workers: list[Worker] = []
     blocks: dict[str, list[AbPair]] = {case.benchmark_id: [] for case in plan.cases}
     seconds: dict[str, float] = {case.benchmark_id: 0.0 for case in plan.cases}
@@ -368,9 +309,7 @@ def measure_ab(
     def live_worker(number: int) -> Worker:
         """The round's warm worker, replaced first when it has died since its last case."""
         if not workers[number].alive:
-            workers[number].stop(at_once=True)
-            workers[number] = start_workers(plan, base, head, replace(schedule, processes=1), plan.cases, models,
-                                            folder, results, first_number=number)[0]
+            workers[number] = replaced(pool, workers[number], [base, head], results)
         return workers[number]
 
     def live_pair(pair: list[Worker], order: Sequence[Case], first_number: int) -> list[Worker]:
@@ -378,14 +317,14 @@ def measure_ab(
         if pair and all(worker.alive for worker in pair):
             return pair
         for worker in pair:
-            worker.stop(at_once=True)
+            pool.stop(worker, at_once=True)
         pair.clear()
-        return start_workers(plan, base, head, schedule, order, models, folder, results, first_number=first_number)
+        return start_workers(pool, plan, base, head, schedule, order, models, results, first_number=first_number)
 
     try:
         if schedule.in_one_process:
             try:
-                workers = start_workers(plan, base, head, schedule, plan.cases, models, folder, results)
+                workers = start_workers(pool, plan, base, head, schedule, plan.cases, models, results)
             except OneProcessRefused as refused:
                 results.sides.clear()
                 schedule = replace(schedule, in_one_process=False, process_pairs_reason=str(refused))
@@ -432,7 +371,8 @@ def measure_ab(
                     if isinstance(outcome, str):
                         results.failures.setdefault(key, []).append(outcome)
                         open_cases.remove(case)
-                        show(f"perfsuite A/B: {key} block {len(blocks[key]) + 1}: {outcome}")
+                        show(AbBlockProgress(key, len(blocks[key]) + 1, time.perf_counter() - started_s,
+                                             schedule.budget_s, failure=outcome))
                         continue
                     block, difference, case_sources = outcome
                     blocks[key].append(replace(block, process=number, in_one_process=schedule.in_one_process))
@@ -446,21 +386,18 @@ def measure_ab(
                     ratios = [head_s / base_s for base_s, head_s in block.windows_s]
                     if decided and len(blocks[key]) >= schedule.processes:
                         open_cases.remove(case)
-                    show(
-                        f"perfsuite A/B: {key} block {len(blocks[key])}: head/base {statistics.median(ratios):.3f} "
-                        f"over {len(ratios)} window pairs{' (decided)' if decided else ''} "
-                        f"({time.perf_counter() - started_s:.0f} s of {schedule.budget_s:.0f} s)"
-                    )
+                    show(AbBlockProgress(key, len(blocks[key]), time.perf_counter() - started_s, schedule.budget_s,
+                                         statistics.median(ratios), len(ratios), decided))
             except BaseException:
                 stopping = True
                 raise
             finally:
                 for worker in pair_workers:
-                    worker.stop(at_once=stopping)
+                    pool.stop(worker, at_once=stopping)
         if explain is not None:  # the cases to explain that no block profiled (not decided, or a failed block)
             chosen = [case for case in plan.cases if explain(AbMeasurement(case, tuple(blocks[case.benchmark_id])))
                       and case.benchmark_id not in results.profiles]
-            workers = profile_cases(plan, base, head, schedule, workers, chosen, folder, results, show)
+            workers = profile_cases(pool, plan, base, head, schedule, workers, chosen, results, show)
     except KeyboardInterrupt:
         stopping = interrupted = True
         results.interrupted = tuple(case.benchmark_id for case in open_cases)
@@ -468,8 +405,7 @@ def measure_ab(
         stopping = True
         raise
     finally:
-        for worker in workers:
-            worker.stop(at_once=stopping)
+        pool.stop_all(at_once=stopping)
         results.spent_s = time.perf_counter() - started_s
         for case in plan.cases:
             key = case.benchmark_id
@@ -504,7 +440,7 @@ class ExplainWhenDecided:
     explain: Callable[[AbMeasurement], bool]
     processes: int
     results: AbResults
-    show: Callable[[str], None]
+    show: Callable[[AbProgress], None]
 
     def __call__(self, windows_s: Sequence[tuple[float, float]], sides: Sequence[SideHandle],
                  step_s: Mapping[str, float]) -> None:
@@ -519,7 +455,7 @@ class ExplainWhenDecided:
         self.results.profiling_s += time.perf_counter() - started_s
         if isinstance(profiled, str):
             self.results.profile_failures[key] = profiled
-            self.show(f"perfsuite A/B: {key}: could not profile its ops: {profiled}")
+            self.show(AbProfileFailed(key, profiled))
         else:
             self.results.profiles[key] = profiled
             self.results.profile_failures.pop(key, None)
@@ -532,8 +468,8 @@ def profile_steps(step_s: float) -> int:
 
 
 def profile_cases(
-    plan: SessionPlan, base: SideSpec, head: SideSpec, schedule: AbSchedule, workers: list[Worker],
-    cases: Sequence[Case], folder: Path, results: AbResults, show: Callable[[str], None],
+    pool: Workers, plan: SessionPlan, base: SideSpec, head: SideSpec, schedule: AbSchedule, workers: list[Worker],
+    cases: Sequence[Case], results: AbResults, show: Callable[[AbProgress], None],
 ) -> list[Worker]:
     """After every timed window of the job: profile each of `cases` on both sides (`profile_case_pair`: opened and
     warmed again), in the job's first warm worker (or a new process pair), into `results.profiles`; a case that
@@ -546,27 +482,26 @@ def profile_cases(
     try:
         if schedule.in_one_process:
             if not workers[0].alive:
-                workers[0].stop(at_once=True)
-                workers[0] = start_workers(plan, base, head, replace(schedule, processes=1), cases, models, folder,
+                pool.stop(workers[0], at_once=True)
+                workers[0] = start_workers(pool, plan, base, head, replace(schedule, processes=1), cases, models,
                                            results)[0]
             handles = [SideHandle(workers[0], base), SideHandle(workers[0], head)]
         else:
-            pair_workers = start_workers(plan, base, head, schedule, cases, models, folder, results,
-                                         first_number=1000)
+            pair_workers = start_workers(pool, plan, base, head, schedule, cases, models, results, first_number=1000)
             handles = [SideHandle(pair_workers[0], base), SideHandle(pair_workers[1], head)]
         for case in cases:
             profiled = profile_case_pair(case, handles)
             if isinstance(profiled, str):
                 results.profile_failures[case.benchmark_id] = profiled
-                show(f"perfsuite A/B: {case.benchmark_id}: could not profile its ops: {profiled}")
+                show(AbProfileFailed(case.benchmark_id, profiled))
             else:
                 results.profiles[case.benchmark_id] = profiled
-    except AbUnusable as error:
+    except (AbUnusable, WorkerGone) as error:
         for case in cases:
             results.profile_failures.setdefault(case.benchmark_id, str(error))
     finally:
         for worker in pair_workers:
-            worker.stop()
+            pool.stop(worker)
         results.profiling_s += time.perf_counter() - started_s
     return workers
 
@@ -649,8 +584,8 @@ def measure_case_pair(
         step_s = max(replies[name]["step_s"] for name in replies)
         # Both sides run rounds of the same steps: a round's drain adds its cost / steps to each step's time, so
         # rounds of 1 step on one side against 12 on the other (each side's own calibration, a noisy figure on a
-        # launch-bound step) would read as a difference of the sides.
-        steps = max(replies[name]["steps_per_round"] for name in replies)
+        # launch-bound step) would read as a difference of the sides. At most MAX_ROUND_S of steps a round.
+        steps = min(max(replies[name]["steps_per_round"] for name in replies), max(1, int(MAX_ROUND_S / step_s)))
         window_s, planned = window_plan(step_s, steps, plan.rounds.max_time_s)
         windows = windows or planned
         start = order.randrange(2)
@@ -673,14 +608,14 @@ def measure_case_pair(
             if not reply["ok"]:
                 return f"{side.side.name} side: {failure_message(reply)}"
             runs[side.side.name] = run_from_json(reply["run"])
-    except AbUnusable as died:
+    except (AbUnusable, WorkerGone) as died:
         return str(died)
     except KeyboardInterrupt:
         opened.clear()  # stopping: the workers are killed, not asked to close
         raise
     finally:
         for side in opened:
-            with contextlib.suppress(AbUnusable):  # a side gone meanwhile has nothing left to close
+            with contextlib.suppress(AbUnusable, WorkerGone):  # a side gone meanwhile has nothing left to close
                 side.request({"op": "close"})
     difference = largest_difference(outputs["base"], outputs["head"]) if first else None
     pair = AbPair(tuple(windows_s), runs["base"], runs["head"], replies["base"]["warmup_s"],

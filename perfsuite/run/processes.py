@@ -1,7 +1,8 @@
 """The process as the unit: each case of a plan measured in K fresh worker processes, interleaved across cases.
 
 `measure_in_processes` carries out a `SessionPlan` (its passes, and which cases share a process) with worker
-processes (`perfsuite.run.worker`) and collects every process's outcome per case. A case's FLOPs, a fact of the
+processes (`perfsuite.run.worker`, started and asked to measure each case by `perfsuite.run.workers.Workers`) and
+collects every process's outcome per case. A case's FLOPs, a fact of the
 case, are counted by the first process that measures it and carried to its later runs: counting them costs a small
 case's process a second or more (torch imports its compiler for the counter's dispatch mode). A case that ran out of
 memory, or cannot run here, is not tried again in later passes. A worker that dies takes only the case it was
@@ -12,28 +13,25 @@ are measured in a new process.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from perfsuite.records import Case, Failure, Outcome, ProcessProgress, Run
 from perfsuite.run.measure import crashed
 from perfsuite.run.plan import SessionPlan
 from perfsuite.run.steps import FLOP_FACTS
-from perfsuite.run.wire import outcome_from_json
-from perfsuite.run.worker import spec_of
+from perfsuite.run.wire import WorkerSpec, outcome_from_json
+from perfsuite.run.workers import WorkerGone, Workers
 
+# How long one case may take in a worker before the worker is stopped and the case called crashed.
 WORKER_TIMEOUT_S = 3600.0
 WORKER_FOLDER_PREFIX = "perfsuite-worker-"
-_OUTPUT_TAIL_CHARACTERS = 1500
 
 
 class Interrupted(Exception):
@@ -90,30 +88,44 @@ def with_flops_of(run: Run, counted: Run) -> Run:
     return replace(run, flops_per_step=counted.flops_per_step, facts={**run.facts, **count_facts})
 
 
+def gate_spec(plan: SessionPlan, fresh_process: bool) -> WorkerSpec:
+    """What a gate worker is started with to measure cases as `plan` says; `fresh_process` when it measures one case
+    only (its memory figure is then the case's own)."""
+    return WorkerSpec(replace(plan.measure, fresh_process=fresh_process), plan.rounds, plan.threads, plan.sys_path,
+                      plan.workload_sources)
+
+
 def run_worker(
     plan: SessionPlan, batch: Sequence[Case], count_flops_of: Collection[str] = (),
 ) -> list[tuple[Case, Outcome]]:
-    """Run worker processes over `batch` until every case has an outcome, counting the FLOPs of the cases whose
-    benchmark ids are in `count_flops_of`; a case a worker did not reach because it died gets a `crashed` failure,
-    and the cases after it go to a new process."""
+    """Measure `batch` in a fresh worker process, a case per request, counting the FLOPs of the cases whose benchmark
+    ids are in `count_flops_of` (where the plan counts them); a case whose worker died (or gave no answer within
+    WORKER_TIMEOUT_S) gets a `crashed` failure, and the cases after it go to a new process. An interrupt (Ctrl-C)
+    kills the worker at once."""
     results: list[tuple[Case, Outcome]] = []
-    todo = list(batch)
-    while todo:
-        with worker_folder() as folder:
-            spec_path, out_path = folder / "spec.json", folder / "out.jsonl"
-            spec_path.write_text(json.dumps(spec_of(plan, todo, count_flops_of)), encoding="utf-8")
-            completed = subprocess.run(
-                [sys.executable, "-m", "perfsuite.run.worker", str(spec_path), str(out_path)],
-                capture_output=True, text=True, timeout=WORKER_TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-            text = out_path.read_text(encoding="utf-8") if out_path.exists() else ""
-        reported = [outcome_from_json(json.loads(line)) for line in text.splitlines()]
-        results += list(zip(todo, reported, strict=False))
-        todo = todo[len(reported):]
-        if todo:
-            tail = (completed.stdout + completed.stderr).strip()[-_OUTPUT_TAIL_CHARACTERS:]
-            results.append((todo[0], crashed(todo[0], completed.returncode, tail)))
-            todo = todo[1:]
+    with worker_folder() as folder:
+        workers = Workers(folder, WORKER_TIMEOUT_S)
+        worker = None
+        stopping = True
+        try:
+            for index, case in enumerate(batch):
+                if worker is None:
+                    worker = workers.start(gate_spec(plan, fresh_process=len(batch) - index == 1))
+                counts = plan.measure.count_flops and case.benchmark_id in count_flops_of
+                try:
+                    reply = worker.request({"op": "measure", "case": asdict(case), "count_flops": counts})
+                    outcome = outcome_from_json(reply["outcome"])
+                except WorkerGone as gone:
+                    workers.stop(worker, at_once=True)
+                    worker = None
+                    tail = gone.output_tail
+                    if not gone.what.startswith(("exited", "is gone")):  # stopped: no answer in time, or a garbled one
+                        tail = f"{tail}\n({gone.what})"
+                    outcome = crashed(case, -1 if gone.exit_status is None else gone.exit_status, tail.strip())
+                results.append((case, outcome))
+            stopping = False
+        finally:
+            workers.stop_all(at_once=stopping)
     return results
 
 

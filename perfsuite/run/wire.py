@@ -1,16 +1,18 @@
-"""The codec of what a measuring process hands back: a `Run` or a `Failure` as JSON, one object per case.
+"""The codecs of what crosses between processes: what a worker process is started with (`WorkerSpec`), and what it
+hands back, a `Run` or a `Failure` as JSON, one object per case, and an op profile.
 
-Worker processes write it, the process that started them reads it, and the selftest keeps runs in it. Derived
-figures (median, samples/s) are not written: they follow from the rounds.
+Worker processes read the spec and write the outcomes, the process that started them reads them, and the selftest
+keeps runs in them. Derived figures (median, samples/s) are not written: they follow from the rounds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perfsuite.records import Case, Failure, OpProfile, OpTime, Outcome, Run
+from perfsuite.records import Case, Failure, OpProfile, OpTime, Outcome, Run, WorkloadSource
+from perfsuite.run.plan import MeasureSettings, RoundSettings
 
 
 def run_to_json(run: Run) -> dict[str, Any]:
@@ -75,3 +77,76 @@ def op_profile_from_json(document: Mapping[str, Any]) -> OpProfile:
     values["fallback_warnings"] = tuple((str(message), int(count))
                                         for message, count in values.get("fallback_warnings") or ())
     return OpProfile(**values)
+
+
+@dataclass(frozen=True)
+class WorkerSide:
+    """One side a worker holds in an A/B job: its name ("base" or "head"), the checkout its project code comes from
+    (`root`), and the modules that define each model there."""
+
+    name: str
+    root: str
+    workload_sources: Mapping[str, Sequence[WorkloadSource]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker process (`perfsuite.run.worker`) is started with: how it measures (`measure`, `rounds`, torch's
+    CPU `threads`), and where its models come from: for the gate, the entries put first on its path (`sys_path`) and
+    the modules that define each model (`workload_sources`); for an A/B job, its `sides` (each with its own
+    checkout), the head's checkout (`head_root`), perfsuite's own model modules when the project is perfsuite itself
+    (`model_modules`), and the models each side is checked for before anything is measured (`check_models`)."""
+
+    measure: MeasureSettings
+    rounds: RoundSettings
+    threads: int | None = None
+    sys_path: tuple[str, ...] = ()
+    workload_sources: Mapping[str, Sequence[WorkloadSource]] = field(default_factory=dict)
+    sides: tuple[WorkerSide, ...] = ()
+    head_root: str | None = None
+    model_modules: tuple[str, ...] = ()
+    check_models: tuple[str, ...] = ()
+
+
+def _sources_to_json(sources: Mapping[str, Sequence[WorkloadSource]]) -> dict[str, list[dict[str, Any]]]:
+    return {name: [dict(source) for source in listed] for name, listed in sources.items()}
+
+
+def _sources_from_json(document: Mapping[str, Any]) -> dict[str, tuple[WorkloadSource, ...]]:
+    return {str(name): tuple(WorkloadSource(module=str(source["module"]),
+                                            file=None if source.get("file") is None else str(source["file"]))
+                             for source in listed)
+            for name, listed in document.items()}
+
+
+def worker_spec_to_json(spec: WorkerSpec) -> dict[str, Any]:
+    """`spec` as JSON-ready data (what the worker reads from its spec file)."""
+    return {
+        "warmup_steps": spec.measure.warmup_steps, "ddp_processes": spec.measure.ddp_processes,
+        "fresh_process": spec.measure.fresh_process, "figure": spec.measure.figure,
+        "count_flops": spec.measure.count_flops, "profile_ops": spec.measure.profile_ops,
+        "rounds": asdict(spec.rounds), "threads": spec.threads,
+        "sys_path": list(spec.sys_path), "workload_sources": _sources_to_json(spec.workload_sources),
+        "sides": [{"name": side.name, "root": side.root, "workload_sources": _sources_to_json(side.workload_sources)}
+                  for side in spec.sides],
+        "head_root": spec.head_root, "model_modules": list(spec.model_modules),
+        "check_models": list(spec.check_models),
+    }
+
+
+def worker_spec_from_json(document: Mapping[str, Any]) -> WorkerSpec:
+    """The `WorkerSpec` that `worker_spec_to_json` wrote; KeyError, TypeError or ValueError on another shape."""
+    measure = MeasureSettings(
+        int(document["warmup_steps"]), document.get("ddp_processes"), fresh_process=bool(document["fresh_process"]),
+        figure=str(document["figure"]), count_flops=bool(document.get("count_flops", False)),
+        profile_ops=bool(document.get("profile_ops", False)),
+    )
+    sides = tuple(WorkerSide(str(side["name"]), str(side["root"]), _sources_from_json(side["workload_sources"]))
+                  for side in document.get("sides") or ())
+    return WorkerSpec(
+        measure, RoundSettings(**document["rounds"]), document.get("threads"),
+        tuple(str(entry) for entry in document.get("sys_path") or ()),
+        _sources_from_json(document.get("workload_sources") or {}), sides, document.get("head_root"),
+        tuple(str(module) for module in document.get("model_modules") or ()),
+        tuple(str(model) for model in document.get("check_models") or ()),
+    )

@@ -1,111 +1,274 @@
-"""A fresh measuring process: `python -m perfsuite.run.worker SPEC.json OUT.jsonl` measures the cases of its spec
-in the order given (through `perfsuite.run.measure.measure`, as the pytest process does) and appends one JSON line
-per case to OUT as soon as the case ends, so a crash keeps what was measured before it.
+"""The one measuring process: `python -m perfsuite.run.worker SPEC.json` answers requests, one JSON line each on its
+standard input, with one JSON line each on its standard output, until `exit` or the end of its input. The spec
+(`perfsuite.run.wire.WorkerSpec`) says how it measures and where its models come from: the gate's project
+(`sys_path`, `workload_sources`), or the sides of an A/B job (`perfsuite.run.side_code`: each side's own project code,
+the base's taken from the base checkout). `perfsuite.run.workers.Workers` starts and talks to it.
 
-A line is `{"benchmark_id": ..., **outcome}` with the outcome as `perfsuite.run.wire` writes it. The spec is a
-`SessionPlan`'s measuring settings (`spec_of`), the cases of this process and those whose FLOPs it counts.
+Its first reply, before any request, says what it runs: interpreter, torch, and per side the models it cannot find
+(`absent`: those it does not have at all) and the modules it could not be sure of (`leaks`: a base module taken from
+the head's tree; `extensions`: compiled project modules, which one process cannot hold twice; `patches_torch`: what
+of torch itself a side's import changed, which the other side would share). Then:
+
+- `{"op": "measure", "case": {...}, "count_flops": B}`: measure the case from start to end as the pytest process
+  does (`perfsuite.run.measure.measure`; its FLOPs counted when B); reply `{"ok": true, "outcome": ...}` with its
+  Run or Failure (`wire.outcome_to_json`);
+- `{"op": "open", "side": S, "case": {...}, "output_path": P}`: build and warm the case on side S
+  (`perfsuite.run.measure.open_case`, as every measuring path does); reply its warm-up seconds, the steps of a round
+  and the file its model came from; when `output_path` is given, the first warm-up step's output is saved there for
+  the numbers check;
+- `{"op": "window", "side": S, "duration_s": D, "steps": N}`: time rounds of N steps (default: the case's own
+  calibration) of side S's open case for about D seconds; reply each round's time per step;
+- `{"op": "profile", "side": S, "steps": N}`: profile N steps of side S's open case with torch.profiler
+  (`perfsuite.run.profiling.profile_ops`), never inside a window; reply its op profile (`wire.op_profile_to_json`);
+  a failure leaves the case open;
+- `{"op": "close", "side": S}`: reply side S's run of the case (every round of its windows, its memory figures; None
+  when no window was timed) and release it;
+- `{"op": "exit"}`.
+
+Without sides (the gate's worker) a request runs in the process's own code; with sides, every request runs with its
+side's code current (its modules, workload registry and checkout), so a module the model imports lazily during a
+step is that side's too. A failure replies `{"ok": false, "outcome": ...}` (the same Failure every path gives) and
+the process goes on. The model's own prints go to standard error, so they never garble a reply. Ctrl-C is the
+starting process's to handle: it stops its workers itself, so a worker never dies mid-reply.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import os
+import signal
 import sys
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, replace
+import time
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import IO, Any
 
+from perfsuite.benchmark_fixture import standalone_fixture
 from perfsuite.records import Case, Outcome
 from perfsuite.run.lifetime import watch_parent
-from perfsuite.run.plan import RoundSettings, SessionPlan
-
-
-class _SilentLogger:
-    """pytest-benchmark's fixture logs calibration details; outside pytest nobody reads them."""
-
-    def debug(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    info = warning = error = debug
+from perfsuite.run.plan import RoundSettings
+from perfsuite.run.side_code import BaseFinder, ProjectFiles, SideCode, source_folders, workload_files
+from perfsuite.run.wire import WorkerSpec, worker_spec_from_json
 
 
 def standalone_benchmark(name: str, rounds: RoundSettings | None = None) -> Any:
-    """pytest-benchmark's `benchmark` fixture outside a pytest session, with its command-line defaults
-    (perf_counter, no warm-up on CPython) and the given round settings."""
-    from pytest_benchmark.fixture import BenchmarkFixture
-    from pytest_benchmark.timers import default_timer
-    from pytest_benchmark.utils import NameWrapper
-
+    """pytest-benchmark's `benchmark` fixture outside a pytest session (`perfsuite.benchmark_fixture`), with the
+    given round settings."""
     rounds = rounds or RoundSettings()
-    node = SimpleNamespace(name=name, nodeid=f"perfsuite::{name}", _nodeid=f"perfsuite::{name}")
-    options = {
-        # Releases before 5.2 read the node id from `_nodeid` (as pytest items have it), later ones from `nodeid`.
-        "node": node, "disable_gc": False, "timer": NameWrapper(default_timer), "min_rounds": rounds.min_rounds,
-        "min_time": rounds.min_time_s, "max_time": rounds.max_time_s, "precision": None, "confidence": 0.99,
-        "warmup": False, "warmup_iterations": 100000, "calibration_precision": 10, "add_stats": lambda stats: None,
-        "logger": _SilentLogger(), "warner": lambda *args, **kwargs: None, "disabled": False, "cprofile": False,
-        "cprofile_loops": None, "cprofile_dump": None,
-    }
-    # The constructor's arguments differ between pytest-benchmark releases; pass the ones this one takes.
-    accepted = inspect.signature(BenchmarkFixture).parameters
-    return BenchmarkFixture(**{key: value for key, value in options.items() if key in accepted})
+    return standalone_fixture(name, rounds.min_rounds, rounds.min_time_s, rounds.max_time_s)
 
 
-def spec_of(plan: SessionPlan, cases: Sequence[Case], count_flops_of: Collection[str] = ()) -> dict[str, Any]:
-    """What a worker needs to measure `cases` as `plan` says, as JSON-ready data; the FLOPs are counted for the
-    cases whose benchmark ids are in `count_flops_of` (where the plan counts them)."""
-    return {
-        "cases": [asdict(case) for case in cases], "warmup_steps": plan.measure.warmup_steps,
-        "count_flops_of": [case.benchmark_id for case in cases
-                           if plan.measure.count_flops and case.benchmark_id in count_flops_of],
-        "ddp_processes": plan.measure.ddp_processes, "figure": plan.measure.figure, "threads": plan.threads,
-        "profile_ops": plan.measure.profile_ops,
-        "rounds": asdict(plan.rounds),
-        "workload_sources": {name: list(sources) for name, sources in plan.workload_sources.items()},
-        "sys_path": list(plan.sys_path),
-    }
+def make_sides(spec: WorkerSpec) -> dict[str, SideCode]:
+    """The sides of `spec`, each with its path entries, and the base's finder where it runs a base checkout."""
+    sides: dict[str, SideCode] = {}
+    if not spec.sides:
+        return sides
+    head_root = Path(spec.head_root or spec.sides[-1].root).resolve()
+    for side in spec.sides:
+        root = Path(side.root).resolve()
+        files = ProjectFiles(head_root, root, frozenset(spec.model_modules))
+        rebased = root != head_root
+        entries = [str(root)] + source_folders(workload_files(side.workload_sources))
+        sides[side.name] = SideCode(
+            side.name, root, files, BaseFinder(files) if rebased else None,
+            registry=({}, False, False), path_entries=tuple(entries),
+        )
+    return sides
 
 
-def measure_spec(spec: Mapping[str, Any], out: Path) -> int:
-    """Measure every case of `spec`, appending a line per case to `out`; returns the exit code (0)."""
-    sys.path[:0] = [p for p in spec.get("sys_path", []) if p not in sys.path]
+def torch_fingerprint() -> dict[str, int]:
+    """The identity of what code most often patches in torch itself: every attribute of torch.nn's classes and of
+    torch.Tensor, and the functions of torch.nn.functional. Two sides in one process share torch, so a side whose
+    import changes one of these would change it for the other side too."""
+    import torch
+    import torch.nn.functional
+
+    found: dict[str, int] = {}
+    owners = [(f"torch.nn.{name}", value) for name, value in vars(torch.nn).items() if isinstance(value, type)]
+    for owner, cls in [*owners, ("torch.Tensor", torch.Tensor)]:
+        found.update({f"{owner}.{attribute}": id(value) for attribute, value in vars(cls).items()})
+    found.update({f"torch.nn.functional.{name}": id(value) for name, value in vars(torch.nn.functional).items()
+                  if callable(value)})
+    return found
+
+
+def hello(spec: WorkerSpec, sides: Mapping[str, SideCode]) -> dict[str, Any]:
+    """This process's interpreter and torch; per side the models of `check_models` it cannot find (name: why), the
+    base modules it took from the head's tree, compiled project modules, and what of torch its import changed."""
     import torch
 
-    from perfsuite.run.measure import failure_of, measure
-    from perfsuite.run.plan import MeasureSettings
-    from perfsuite.run.wire import outcome_to_json
     from perfsuite.workloads.sources import find_workload
 
-    if spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
-    rounds = RoundSettings(**spec["rounds"])
-    settings = MeasureSettings(
-        int(spec["warmup_steps"]), spec.get("ddp_processes"), fresh_process=len(spec["cases"]) == 1,
-        figure=spec["figure"], profile_ops=bool(spec.get("profile_ops")),
-    )
-    for values in spec["cases"]:
-        case = Case(**values)
-        case_settings = replace(settings, count_flops=case.benchmark_id in spec["count_flops_of"])
-        outcome: Outcome
+    reports: dict[str, Any] = {}
+    for side_spec in spec.sides:
+        side = sides[side_spec.name]
+        missing, absent = {}, []
+        before = torch_fingerprint()
+        with side.active():
+            for model in spec.check_models:
+                sources = list(side_spec.workload_sources.get(model, ()))
+                try:
+                    find_workload(model, sources)
+                except Exception as error:
+                    missing[model] = str(error)
+                    # Not registered by its files, or a file of it this side lacks: a model this side does not have
+                    # (a failing import is another matter).
+                    if isinstance(error, LookupError) or any(s["file"] and not os.path.exists(s["file"])
+                                                             for s in sources):
+                        absent.append(model)
+        patched = sorted(name for name, identity in torch_fingerprint().items() if before.get(name) != identity)
+        reports[side.name] = {"missing": missing, "absent": absent, "leaks": side.leaks(),
+                              "extensions": side.extension_modules(), "patches_torch": patched}
+    return {"ok": True, "python": sys.executable, "python_version": sys.version.split()[0],
+            "torch_version": torch.__version__, "sides": reports}
+
+
+def measure_case(spec: WorkerSpec, case: Case, count_flops: bool) -> Outcome:
+    """The outcome of measuring `case` from start to end in this process, as the pytest process measures it, its
+    model found where the gate's spec says."""
+    from perfsuite.run.measure import failure_of, measure
+    from perfsuite.workloads.sources import find_workload
+
+    try:
+        find_workload(case.model, list(spec.workload_sources.get(case.model, ())))
+    except Exception as error:  # the model cannot be found here: the case fails with that message
+        return failure_of(case, error)
+    settings = replace(spec.measure, count_flops=count_flops)
+    return measure(case, settings, spec.rounds, standalone_benchmark(case.benchmark_id, spec.rounds))
+
+
+def source_file(case: Case) -> str | None:
+    """The file that defines the case's model builder (where this side took the model from)."""
+    from perfsuite.workloads import get_workload
+
+    builder: Any = get_workload(case.model).build_module
+    while hasattr(builder, "func"):
+        builder = builder.func
+    try:
+        file = inspect.getsourcefile(builder)
+    except TypeError:
+        return None
+    return None if file is None else os.path.realpath(file)
+
+
+def save_output(output: object, path: str) -> None:
+    """Save the tensors of a step's output (a tensor, or a tuple, list or mapping of them) to `path` on the CPU."""
+    import torch
+
+    def tensors(value: object) -> list[torch.Tensor]:
+        if isinstance(value, torch.Tensor):
+            return [value.detach().float().cpu()]
+        if isinstance(value, Mapping):
+            return [t for item in value.values() for t in tensors(item)]
+        if isinstance(value, (tuple, list)):
+            return [t for item in value for t in tensors(item)]
+        return []
+
+    torch.save(tensors(output), path)
+
+
+def serve(spec: WorkerSpec, requests: IO[str], replies: IO[str]) -> int:
+    """Answer requests until `exit` or the end of input; returns the exit code."""
+    from perfsuite.run.measure import WarmCase, failure_of, open_case
+    from perfsuite.run.wire import outcome_to_json, run_to_json
+
+    settings = replace(spec.measure, count_flops=False)  # a case opened for windows compares times: no FLOPs
+    rounds = spec.rounds
+    sides = make_sides(spec)
+
+    def current(name: str | None) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if name is None else sides[name].active()
+
+    warm: dict[str | None, WarmCase] = {}
+    round_times_s: dict[str | None, list[float]] = {}
+
+    def reply(document: Mapping[str, Any]) -> None:
+        replies.write(json.dumps(document) + "\n")
+        replies.flush()
+
+    reply(hello(spec, sides))
+    for line in requests:
+        request = json.loads(line)
+        op = request["op"]
+        if op == "exit":
+            break
+        name = request.get("side", next(iter(sides), None))
         try:
-            find_workload(case.model, spec["workload_sources"].get(case.model, []))
-        except Exception as error:  # the model cannot be found here: the case fails with that message
-            outcome = failure_of(case, error)
-        else:
-            outcome = measure(case, case_settings, rounds, standalone_benchmark(case.benchmark_id, rounds))
-        with out.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"benchmark_id": case.benchmark_id, **outcome_to_json(outcome)}) + "\n")
+            with current(name):
+                if op == "measure":
+                    outcome = measure_case(spec, Case(**request["case"]), bool(request.get("count_flops")))
+                    reply({"ok": True, "outcome": outcome_to_json(outcome)})
+                elif op == "open":
+                    case = Case(**request["case"])
+                    started_s = time.perf_counter()
+                    warm[name] = open_case(case, settings, rounds)
+                    warm[name].device.reset_memory_peak()
+                    round_times_s[name] = []
+                    if request.get("output_path"):
+                        save_output(warm[name].first_output, request["output_path"])
+                    reply({"ok": True, "open_s": time.perf_counter() - started_s, "warmup_s": warm[name].warmup_total_s,
+                           "steps_per_round": warm[name].steps_per_round, "step_s": warm[name].step_s,
+                           "source": source_file(case)})
+                elif op == "window":
+                    if request.get("steps"):  # the block's steps per round, the same on both sides
+                        warm[name].steps_per_round = int(request["steps"])
+                    times_s = warm[name].time_rounds(float(request["duration_s"]))
+                    round_times_s[name] += times_s
+                    reply({"ok": True, "times_s": times_s})
+                elif op == "profile":
+                    from perfsuite.run.profiling import profile_ops
+                    from perfsuite.run.wire import op_profile_to_json
+
+                    opened = warm[name]
+                    try:
+                        profile = profile_ops(opened.prepared.run_step, opened.device, int(request["steps"]))
+                    except Exception as error:  # the case stays open: its block's windows are timed already
+                        reply({"ok": False, "outcome": outcome_to_json(failure_of(opened.case, error))})
+                        continue
+                    reply({"ok": True, "profile": op_profile_to_json(profile)})
+                elif op == "close":
+                    times_s = round_times_s.pop(name, [])
+                    run = None
+                    if times_s:  # else opened but never timed (the other side did not fit beside it): no run
+                        warm[name].check_no_compilation()
+                        run = warm[name].run_of(times_s, settings.fresh_process)
+                    closing = warm.pop(name)
+                    closing.close()
+                    device = closing.device
+                    del closing
+                    device.free_cached_memory()  # what the case held is freed before the next case or side builds
+                    reply({"ok": True, "run": None if run is None else run_to_json(run)})
+                else:
+                    raise ValueError(f"unknown request {op!r}")
+        except Exception as error:
+            failing_case = warm[name].case if name in warm else Case(**request["case"]) if "case" in request else None
+            if name in warm:
+                warm.pop(name).close()
+            if failing_case is None:
+                raise
+            reply({"ok": False, "outcome": outcome_to_json(failure_of(failing_case, error))})
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The process entry: `python -m perfsuite.run.worker SPEC.json OUT.jsonl`."""
+    """The process entry: `python -m perfsuite.run.worker SPEC.json`."""
     arguments = sys.argv[1:] if argv is None else argv
-    spec_path, out_path = Path(arguments[0]), Path(arguments[1])
+    spec = worker_spec_from_json(json.loads(Path(arguments[0]).read_text(encoding="utf-8")))
+    sys.path[:0] = [entry for entry in spec.sys_path if entry not in sys.path]
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the model's prints go to standard error
     watch_parent()
-    return measure_spec(json.loads(spec_path.read_text(encoding="utf-8")), out_path)
+    # A terminal's Ctrl-C reaches the whole process group: the session stops its workers itself, so a worker never
+    # dies mid-reply and turns the interrupt into a failed case.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import torch
+
+    if spec.threads:
+        torch.set_num_threads(int(spec.threads))
+    return serve(spec, sys.stdin, replies)
 
 
 if __name__ == "__main__":

@@ -146,7 +146,7 @@ def run_job(plan: AbSelftestPlan, factor: float, folder: Path, seed: int,
 
     schedule = AbSchedule(plan.pairs, plan.budget_s, MAX_BLOCKS, in_one_process=plan.in_one_process,
                           process_pairs_reason=None if plan.in_one_process else "chosen by the selftest's plan")
-    results = measure_ab(session, base, head, folder / "work", lambda line: None, schedule, decided)
+    results = measure_ab(session, base, head, folder / "work", lambda progress: None, schedule, decided)
     verdicts = []
     for case in session.cases:
         verdict = judge_ab(results.measurements.get(case.benchmark_id, AbMeasurement(case, ())),

@@ -158,50 +158,12 @@ def analyse(
         drawn = splits(processes, current_runs, split_count, seed + current_runs)
         if not drawn:
             continue
-        by_case: dict[str, list[dict[str, Any]]] = {name: [] for name in (*unchanged, *slowed)}
-        sides: dict[str, list[tuple[list[Run], list[Run], list[list[float]]]]] = {name: [] for name in unchanged}
-        for baseline_indices, current_indices in drawn:
-            groups = [
-                [table[name][i].median_s for i in baseline_indices if i in table[name]] for name in unchanged
-            ]
-            for name in unchanged:
-                base = [table[name][i] for i in baseline_indices if i in table[name]]
-                current = [table[name][i] for i in current_indices if i in table[name]]
-                if base and current:
-                    by_case[name].append(judge_split(base, current, identity, groups))
-                    sides[name].append((base, current, groups))
-            plain = table.get(CHAIN_NAME, {})
-            for name in slowed:
-                base = [plain[i] for i in baseline_indices if i in plain]
-                current = [
-                    as_case(table[name][i], plain[i]) for i in current_indices if i in table[name] and i in plain
-                ]
-                if base and current:
-                    by_case[name].append(judge_split(base, current, identity, groups))
+        by_case, sides = _judge_splits(table, unchanged, slowed, drawn, identity)
         key = str(current_runs)
         false_alarms[key] = {name: rates(by_case[name]) for name in unchanged if by_case[name]}
         chain_floor = false_alarms[key].get(CHAIN_NAME, {}).get("floor")
-        detection[key] = {}
-        for name in slowed:
-            if not by_case[name]:
-                continue
-            nominal = blocks[name] / 20
-            detection[key][name] = {
-                **rates(by_case[name]),
-                "nominal_slowdown": nominal,
-                "chain_floor": chain_floor,
-                "expected": chain_floor is not None and nominal >= FLOOR_MARGIN * chain_floor,
-            }
-        scaled_detection[key] = {}
-        for name, case_rates in false_alarms[key].items():
-            if case_rates["floor"] is None:
-                continue
-            slowdown = FLOOR_MARGIN * case_rates["floor"]
-            judged = [
-                judge_split(base, [slowed_by(run, slowdown) for run in current], identity, groups)
-                for base, current, groups in sides[name]
-            ]
-            scaled_detection[key][name] = {**rates(judged), "slowdown": slowdown}
+        detection[key] = _detection(by_case, slowed, blocks, chain_floor)
+        scaled_detection[key] = _scaled_detection(false_alarms[key], sides, identity)
     return {
         "processes": len(processes),
         "baseline_runs": BASELINE_RUNS,
@@ -210,6 +172,70 @@ def analyse(
         "scaled_detection": scaled_detection,
         "run_spread": {name: _log_spread([r.median_s for r in table[name].values()]) for name in unchanged},
     }
+
+
+# A case's baseline runs, current runs and the groups of unchanged cases' baseline medians, per split.
+Sides = list[tuple[list[Run], list[Run], list[list[float]]]]
+
+
+def _judge_splits(
+    table: Mapping[str, Mapping[int, Run]], unchanged: Sequence[str], slowed: Sequence[str],
+    drawn: Sequence[tuple[Sequence[int], Sequence[int]]], identity: Mapping[str, str],
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Sides]]:
+    """Every split judged through the gate: each unchanged case against its own baseline runs, each slowed chain
+    against the plain chain's; and the unchanged cases' sides, kept for the scaled detection."""
+    by_case: dict[str, list[dict[str, Any]]] = {name: [] for name in (*unchanged, *slowed)}
+    sides: dict[str, Sides] = {name: [] for name in unchanged}
+    for baseline_indices, current_indices in drawn:
+        groups = [[table[name][i].median_s for i in baseline_indices if i in table[name]] for name in unchanged]
+        for name in unchanged:
+            base = [table[name][i] for i in baseline_indices if i in table[name]]
+            current = [table[name][i] for i in current_indices if i in table[name]]
+            if base and current:
+                by_case[name].append(judge_split(base, current, identity, groups))
+                sides[name].append((base, current, groups))
+        plain = table.get(CHAIN_NAME, {})
+        for name in slowed:
+            base = [plain[i] for i in baseline_indices if i in plain]
+            current = [as_case(table[name][i], plain[i]) for i in current_indices if i in table[name] and i in plain]
+            if base and current:
+                by_case[name].append(judge_split(base, current, identity, groups))
+    return by_case, sides
+
+
+def _detection(by_case: Mapping[str, list[dict[str, Any]]], slowed: Sequence[str], blocks: Mapping[str, int],
+               chain_floor: float | None) -> dict[str, Any]:
+    """Each slowed chain's rates, its nominal slowdown, and whether it is at least FLOOR_MARGIN times the plain
+    chain's floor (where the gate should see it)."""
+    detection: dict[str, Any] = {}
+    for name in slowed:
+        if not by_case[name]:
+            continue
+        nominal = blocks[name] / 20
+        detection[name] = {
+            **rates(by_case[name]),
+            "nominal_slowdown": nominal,
+            "chain_floor": chain_floor,
+            "expected": chain_floor is not None and nominal >= FLOOR_MARGIN * chain_floor,
+        }
+    return detection
+
+
+def _scaled_detection(false_alarms: Mapping[str, Mapping[str, Any]], sides: Mapping[str, Sides],
+                      identity: Mapping[str, str]) -> dict[str, Any]:
+    """Each unchanged case's current runs slowed by FLOOR_MARGIN times its own floor, judged again: its rates and
+    that slowdown."""
+    scaled: dict[str, Any] = {}
+    for name, case_rates in false_alarms.items():
+        if case_rates["floor"] is None:
+            continue
+        slowdown = FLOOR_MARGIN * case_rates["floor"]
+        judged = [
+            judge_split(base, [slowed_by(run, slowdown) for run in current], identity, groups)
+            for base, current, groups in sides[name]
+        ]
+        scaled[name] = {**rates(judged), "slowdown": slowdown}
+    return scaled
 
 
 def _log_spread(medians_s: Sequence[float]) -> float | None:

@@ -7,8 +7,8 @@
   `torch.utils.benchmark.Timer` (single calls, and `blocked_autorange`); on CUDA also CUDA events around
   each step and the GPU time torch.profiler records;
 - overhead: what the harness adds to every timed round, on a near-empty step;
-- runs for the gate: K separate processes each time the same cheap cases with the runner itself
-  (`perfsuite.run.runner.run_case`, as a `--perf-processes` worker does), plus a chain of 20 matmul blocks
+- runs for the gate: K separate processes each time the same cheap cases with the one measuring path
+  (`perfsuite.run.measure.measure`, as a `--perf-processes` worker does), plus a chain of 20 matmul blocks
   with 1, 2, 3, 5 or 10 extra blocks, a slowdown of known size. `perfsuite.selftest.analysis` then judges
   them through the gate's own decision code.
 
@@ -56,8 +56,8 @@ ONE_MS_S = 1e-3
 def measure_cases(
     device: str, cases: Sequence[SelftestCase], max_time_s: float, warmup_steps: int, order_seed: int
 ) -> list[dict[str, Any]]:
-    """Time each case with the runner (`perfsuite.run.runner.run_case`), in an order shuffled by `order_seed`,
-    so no case always runs first or last in its process. One record per case: its name, the slowdown it
+    """Time each case with the one measuring path (`perfsuite.run.measure.measure`), in an order shuffled by
+    `order_seed`, so no case always runs first or last in its process. One record per case: its name, the slowdown it
     carries and its run."""
     from perfsuite.run.measure import measure
     from perfsuite.run.plan import MeasureSettings

@@ -319,7 +319,7 @@ METHOD = [
     "  the CPU `blocked_autorange`); on CUDA, CUDA events around each step and torch.profiler's GPU time.",
     "- **Overhead**: pytest-benchmark's runner timing `PreparedCase.timed_step` around a step that does nothing.",
     "- **Runs**: K processes (`python -m perfsuite.selftest.measure worker`, one after another) each time the same",
-    "  cases with the runner itself (`perfsuite.run.runner.run_case`, as a `--perf-processes` worker does), in an",
+    "  cases with the one measuring path (`perfsuite.run.measure.measure`, as a `--perf-processes` worker does), in an",
     "  order shuffled per process: ResNet18 smoke infer and train, a chain of 20 identical matmul blocks, and the",
     "  chain with 1, 2, 3, 5 or 10 extra blocks (+5, +10, +15, +25, +50% of the work).",
     f"- **Judging**: seeded splits of the processes into a baseline history of {BASELINE_RUNS} runs and K current",

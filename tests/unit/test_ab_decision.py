@@ -248,3 +248,23 @@ def test_after_the_first_block_a_noisy_case_takes_more_windows_a_quiet_one_the_s
     assert look(launch_bound, 0.05, 16).next_windows == 16
     too_few = measured([[1.0, 1.3]])  # no error from 2 windows: the same again
     assert look(too_few, 0.05, 16).next_windows == 2
+
+
+def test_a_change_of_about_the_bands_size_measured_precisely_is_decided_by_its_estimate():
+    """An interval that reaches past the band's edge is decided once its half width is at most half the band: by
+    its estimate (inside the band: unchanged, saying it is at the edge); an imprecise one stays open."""
+    from perfsuite.judge.ab import at_band_edge, decision
+
+    band = 0.05
+    edge = math.log1p(band)
+    assert decision(edge - 0.02, edge - 0.005, edge + 0.01, band) == "unchanged"
+    assert at_band_edge(edge - 0.02, edge - 0.005, edge + 0.01, band)
+    assert decision(-edge - 0.01, -edge + 0.005, -edge + 0.02, band) == "unchanged"
+    assert decision(edge - 0.04, edge - 0.005, edge + 0.03, band) is None  # half width 0.035: more than half
+    assert decision(edge - 0.01, edge + 0.005, edge + 0.02, band) == "regressed"
+    assert decision(-0.01, 0.0, 0.01, band) == "unchanged" and not at_band_edge(-0.01, 0.0, 0.01, band)
+    rng = random.Random(2)
+    blocks = [noisy_block(rng, 1.048, 32, 0.0, 0.02) for _ in range(4)]
+    verdict = judge_ab(measured(blocks), [], band, 0.10, family_size=1)
+    assert verdict.status == "unchanged" and verdict.ci_high is not None and verdict.ci_high > 1.05
+    assert verdict.reasons[0].startswith("at the band's edge") and "at the band's edge" in ab_message(verdict)

@@ -186,9 +186,10 @@ def test_a_second_job_is_refused_naming_the_first_which_runs_on_and_a_killed_job
     root = make_project(tmp_path / "project", MODEL)
     git(root, "commit", "-q", "--allow-empty", "-m", "head")
     env = environment(tmp_path)
-    # A band far inside any floor: the first job measures until it is stopped.
+    # A band far inside any floor and long windows: the first job measures until it is stopped (its 16 blocks of
+    # windows of the default length could end before the second job, slow to start on a loaded machine, looks).
     first = subprocess.Popen(pytest_command("--perf-ab", "HEAD~1", "--perf-ab-budget", "600", "--perf-tolerance",
-                                            "0.00001"), cwd=root,
+                                            "0.00001", "--benchmark-max-time", "10"), cwd=root,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert first.stdout is not None
     for line in first.stdout:  # the first job measures: its checkout and working folder exist
@@ -280,6 +281,7 @@ def test_a_worker_killed_while_idle_mid_round_is_replaced_and_costs_no_case(tmp_
     it in the round); now the worker is replaced and every case is judged."""
     from perfsuite.judge.ab import look
     from perfsuite.records import Case, WorkloadSource
+    from perfsuite.render.progress import ab_progress_line
     from perfsuite.run import ab
     from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
 
@@ -303,8 +305,8 @@ def test_a_worker_killed_while_idle_mid_round_is_replaced_and_costs_no_case(tmp_
     monkeypatch.setattr(ab.Worker, "__init__", recording_init)
     killed: list[int] = []
 
-    def show(line: str) -> None:
-        if "block 1" in line and not killed:
+    def show(progress) -> None:
+        if "block 1" in ab_progress_line(progress) and not killed:
             killed.append(started[-1].process.pid)
             started[-1].process.kill()
             started[-1].process.wait()

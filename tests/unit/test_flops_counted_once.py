@@ -5,10 +5,6 @@ way. The FLOPs are counted after every other figure, so the counting process's f
 
 from __future__ import annotations
 
-import json
-import subprocess
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -21,6 +17,7 @@ from perfsuite.run.measure import measure
 from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
 from perfsuite.run.wire import outcome_to_json
 from perfsuite.run.worker import standalone_benchmark
+from perfsuite.run.workers import WorkerGone
 
 MLP = Case("cpu", "fp32", "mlp", 2, "infer", "smoke")
 CNN = Case("cpu", "fp32", "cnn", 2, "infer", "smoke")
@@ -28,33 +25,47 @@ FLOPS = {"mlp": 1000, "cnn": 5000}
 
 
 class FakeWorkers:
-    """Stands in for the worker processes: each reports a run per case of its spec, with FLOPs where the spec asks for
-    them (as the real worker does), and crashes on the cases named in `crash_on` the first time it meets them."""
+    """Stands in for the worker processes: each reports a run per case it is asked to measure, with FLOPs where the
+    request asks for them (as the real worker does), and crashes on the cases named in `crash_on` the first time it
+    meets them. `specs` holds, per worker started, the cases it was asked for and those whose FLOPs it counted."""
 
     def __init__(self, crash_on: set[str] = frozenset(), digest_of: dict[int, str] | None = None) -> None:
         self.specs: list[dict] = []
         self.crash_on = set(crash_on)
         self.digest_of = digest_of or {}
 
-    def run(self, command: list[str], **options) -> subprocess.CompletedProcess:
-        spec = json.loads(Path(command[-2]).read_text())
-        self.specs.append(spec)
-        with Path(command[-1]).open("a") as out:
-            for values in spec["cases"]:
-                case = Case(**values)
-                if case.model in self.crash_on:
-                    self.crash_on.discard(case.model)
-                    return subprocess.CompletedProcess(command, -9, stdout="", stderr="killed")
-                counted = case.benchmark_id in spec["count_flops_of"]
-                run = Run(
-                    case, (0.01, 0.011, 0.012), samples_per_step=2,
-                    flops_per_step=FLOPS[case.model] if counted else None,
-                    memory_figure="cpu_peak_rss_bytes", memory_bytes=1, torch_version=torch.__version__, threads=1,
-                    config_digest=self.digest_of.get(len(self.specs), "same"),
-                    facts={"flops_uncounted_ops": "aten.odd_mm"} if counted and case.model == "cnn" else {},
-                )
-                out.write(json.dumps({"benchmark_id": case.benchmark_id, **outcome_to_json(run)}) + "\n")
-        return subprocess.CompletedProcess(command, 0, stdout="", stderr="")
+    def start(self, spec, *arguments, **keywords) -> FakeWorker:
+        self.specs.append({"cases": [], "count_flops_of": []})
+        return FakeWorker(self, self.specs[-1], len(self.specs))
+
+
+class FakeWorker:
+    """One fake worker process of `FakeWorkers`, the `number`th started."""
+
+    def __init__(self, workers: FakeWorkers, spec: dict, number: int) -> None:
+        self.workers, self.spec, self.number = workers, spec, number
+
+    def request(self, document: dict) -> dict:
+        case = Case(**document["case"])
+        self.spec["cases"].append(document["case"])
+        if document["count_flops"]:
+            self.spec["count_flops_of"].append(case.benchmark_id)
+        if case.model in self.workers.crash_on:
+            self.workers.crash_on.discard(case.model)
+            raise WorkerGone("the measuring worker exited with status -9: killed", "exited with status -9", -9,
+                             "killed")
+        counted = bool(document["count_flops"])
+        run = Run(
+            case, (0.01, 0.011, 0.012), samples_per_step=2,
+            flops_per_step=FLOPS[case.model] if counted else None,
+            memory_figure="cpu_peak_rss_bytes", memory_bytes=1, torch_version=torch.__version__, threads=1,
+            config_digest=self.workers.digest_of.get(self.number, "same"),
+            facts={"flops_uncounted_ops": "aten.odd_mm"} if counted and case.model == "cnn" else {},
+        )
+        return {"ok": True, "outcome": outcome_to_json(run)}
+
+    def stop(self, at_once: bool = False) -> None:
+        pass
 
 
 def plan(processes_count: int = 3) -> SessionPlan:
@@ -65,7 +76,7 @@ def plan(processes_count: int = 3) -> SessionPlan:
 @pytest.fixture
 def workers(monkeypatch):
     fake = FakeWorkers()
-    monkeypatch.setattr(processes.subprocess, "run", fake.run)
+    monkeypatch.setattr(processes.Workers, "start", fake.start)
     return fake
 
 
@@ -87,7 +98,7 @@ def test_every_run_carries_the_count_and_its_facts(workers):
 
 def test_a_case_whose_first_process_died_is_counted_by_the_next(monkeypatch):
     fake = FakeWorkers(crash_on={"mlp"})
-    monkeypatch.setattr(processes.subprocess, "run", fake.run)
+    monkeypatch.setattr(processes.Workers, "start", fake.start)
     outcomes = processes.measure_in_processes(plan())
     first, *runs = outcomes[MLP.benchmark_id]
     assert first.kind == "crashed"
@@ -97,7 +108,7 @@ def test_a_case_whose_first_process_died_is_counted_by_the_next(monkeypatch):
 
 def test_a_run_of_another_config_does_not_take_the_count(monkeypatch):
     fake = FakeWorkers(digest_of={3: "widened"})  # the third process meets another config
-    monkeypatch.setattr(processes.subprocess, "run", fake.run)
+    monkeypatch.setattr(processes.Workers, "start", fake.start)
     outcomes = processes.measure_in_processes(plan())
     runs = [run for case_runs in outcomes.values() for run in case_runs]
     assert [run.flops_per_step is None for run in runs].count(True) == 1

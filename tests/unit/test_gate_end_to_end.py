@@ -157,14 +157,27 @@ def test_a_path_outside_the_project_given_as_a_separate_value_behaves_as_the_equ
         assert list(elsewhere.glob("cpu/*.json")) and not list(project.path.glob(BASELINE_GLOB))
 
 
-def test_relaunch_joins_path_options_to_their_values_and_only_when_pytest_has_the_command_line_tail():
-    from perfsuite.path_options import joined_path_options, relaunch_command
+def test_the_path_options_are_joined_to_their_values_only_when_one_would_move_the_rootdir(tmp_path):
+    from perfsuite.path_options import args_to_run_instead, joined_path_options
 
     args = ["--benchmark-only", "--perf-summary-dir", "/tmp/x", "--perf-baseline-dir=/b", "-q"]
     joined = ["--benchmark-only", "--perf-summary-dir=/tmp/x", "--perf-baseline-dir=/b", "-q"]
     assert joined_path_options(args) == joined
-    assert relaunch_command(["python", "-m", "pytest", *args], args) == ["python", "-m", "pytest", *joined]
-    assert relaunch_command(["python", "my_program.py"], args) is None
+    assert args_to_run_instead(args, tmp_path) == joined
+    assert args_to_run_instead(["--perf-summary-dir", "inside", "-q"], tmp_path) is None
+
+
+def test_pytest_main_called_from_a_program_with_a_separate_path_value_keeps_the_project(project, tmp_path_factory):
+    """The session runs again as `--option=value` in the same process, so a program calling pytest.main gets it too
+    (its command line is not pytest's to repeat)."""
+    import sys
+
+    elsewhere = tmp_path_factory.mktemp("program-summary")
+    args = [*RUN, "--perf-summary-dir", str(elsewhere), "--perf-update-baseline", "-p", "no:cacheprovider"]
+    result = project.run(sys.executable, "-c", f"import sys, pytest; sys.exit(pytest.main({args!r}))")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines([f"rootdir: {project.path}*", "*1 passed*"])
+    assert (elsewhere / "summary.json").is_file() and list(project.path.glob(BASELINE_GLOB))
 
 
 def test_a_summary_folder_outside_the_project_written_with_equals_keeps_the_gate_and_its_baselines(

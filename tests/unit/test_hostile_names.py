@@ -26,10 +26,20 @@ from perfsuite.cli import main
 from perfsuite.judge.ab import judge_ab
 from perfsuite.judge.stats import RunComparison
 from perfsuite.judge.verdicts import Verdict
-from perfsuite.records import AbMeasurement, AbPair, AbSide, Case, Measurement, ProcessProgress, Run
+from perfsuite.records import (
+    AbBlockProgress,
+    AbMeasurement,
+    AbPair,
+    AbProfileFailed,
+    AbSide,
+    Case,
+    Measurement,
+    ProcessProgress,
+    Run,
+)
 from perfsuite.render import ab, results, summary
 from perfsuite.render.escape import html_text, markdown_text, plot_text, terminal_text
-from perfsuite.render.progress import process_progress_line
+from perfsuite.render.progress import ab_progress_line, process_progress_line
 from perfsuite.store.archive import ArchivedCase, ArchivedSession, ArchivedVerdict, write_session
 from perfsuite.store.baselines import stored_run
 
@@ -264,6 +274,16 @@ def test_the_results_tables_and_progress_lines_escape_every_name(name):
     assert terminal_problems(results.render_results(measurements, {case.benchmark_id: name})) == []
     assert markdown_problems(results.render_results_markdown(measurements, {case.benchmark_id: name})) == []
     assert terminal_problems(process_progress_line(ProcessProgress(1, 3, case.benchmark_id, 1, 2, 1.0))) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=names)
+def test_the_ab_progress_lines_escape_every_name(name):
+    key = Case("cpu", "fp32", name, 4, "infer", "smoke").benchmark_id
+    for progress in (AbBlockProgress(key, 2, 41.0, 300.0, 1.004, 8, True),
+                     AbBlockProgress(key, 1, 3.0, 300.0, failure="base side: it broke"),
+                     AbProfileFailed(key, "head side: no profiler")):
+        assert terminal_problems(ab_progress_line(progress)) == []
 
 
 # --- perfsuite compare ----------------------------------------------------------------------------------------------

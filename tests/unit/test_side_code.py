@@ -130,7 +130,7 @@ def test_a_side_whose_import_patches_torch_is_named_and_cannot_share_a_process(t
             "sides": [{"name": "base", "root": str(base_root), "workload_sources": base_sources},
                       {"name": "head", "root": str(head_root), "workload_sources": sources}]}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    done = subprocess.run([sys.executable, "-m", "perfsuite.run.ab_worker", str(tmp_path / "spec.json")],
+    done = subprocess.run([sys.executable, "-m", "perfsuite.run.worker", str(tmp_path / "spec.json")],
                           input='{"op": "exit"}\n', capture_output=True, text=True, timeout=300, cwd=tmp_path)
     hello = json.loads(done.stdout.splitlines()[0])
     assert hello["sides"]["head"]["patches_torch"] == ["torch.nn.Linear.forward"]
@@ -144,4 +144,5 @@ def test_a_side_whose_import_patches_torch_is_named_and_cannot_share_a_process(t
 
     with pytest.raises(OneProcessRefused, match=r"the head side's code changes torch itself when imported "
                                                 r"\(torch.nn.Linear.forward\)"):
-        check_hello(Answered(), AbResults())
+        answered = Answered()
+        check_hello(answered, answered.sides, AbResults())

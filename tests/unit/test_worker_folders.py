@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from perfsuite.records import Case
-from perfsuite.run import processes
+from perfsuite.run import processes, workers
 from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
 
 CASE = Case("cpu", "fp32", "tiny", 1, "infer", "smoke")
@@ -23,14 +23,15 @@ PLAN = SessionPlan((CASE,), processes=2, measure=MeasureSettings(warmup_steps=1)
 
 # A session whose worker hangs: it prints the worker's spec path, then waits to be killed.
 HANGING_SESSION = """
-import sys, time, types
+import sys, time
 import perfsuite.run.processes as processes
+import perfsuite.run.workers as workers
 
-def hang(command, **options):
-    print(command[-2], flush=True)
+def hang(python, spec_path, harness):
+    print(spec_path, flush=True)
     time.sleep(600)
 
-processes.subprocess = types.SimpleNamespace(run=hang)
+workers.worker_command = hang
 from perfsuite.records import Case
 from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
 case = Case("cpu", "fp32", "tiny", 1, "infer", "smoke")
@@ -40,31 +41,30 @@ processes.run_worker(plan, [case])
 
 
 def start_session(temporary_root: Path) -> tuple[subprocess.Popen[str], Path]:
-    """A session process whose worker is running; returns it and its worker's folder."""
+    """A session process whose worker is running; returns it and its worker's spec file."""
     session = subprocess.Popen(
         [sys.executable, "-c", HANGING_SESSION], stdout=subprocess.PIPE, text=True,
         env={**os.environ, "TMPDIR": str(temporary_root)},
     )
     assert session.stdout is not None
-    folder = Path(session.stdout.readline().strip()).parent
-    assert folder.is_dir() and folder.parent == temporary_root
-    return session, folder
+    spec = Path(session.stdout.readline().strip())
+    assert spec.parent.is_dir() and spec.parent.parent == temporary_root
+    return session, spec
 
 
 def run_a_quick_worker(monkeypatch: pytest.MonkeyPatch, temporary_root: Path) -> None:
     """This process starts a worker (one that exits at once) in `temporary_root`."""
     monkeypatch.setattr(tempfile, "tempdir", str(temporary_root))
-    monkeypatch.setattr(
-        processes.subprocess, "run",
-        lambda command, **options: subprocess.CompletedProcess(command, 1, stdout="", stderr="stopped"),
-    )
+    stops = [sys.executable, "-c", "import sys; sys.stderr.write('stopped'); sys.exit(1)"]
+    monkeypatch.setattr(workers, "worker_command", lambda python, spec_path, harness: stops)
     ((case, outcome),) = processes.run_worker(PLAN, [CASE])
     assert case == CASE and outcome.kind == "crashed" and "exited with status 1" in outcome.message
 
 
 @pytest.mark.slow  # starts a session process
 def test_the_folder_of_a_session_killed_9_goes_with_the_next_worker(tmp_path, monkeypatch):
-    session, folder = start_session(tmp_path)
+    session, spec = start_session(tmp_path)
+    folder = spec.parent
     session.kill()
     session.wait()
     assert folder.is_dir()  # a process killed -9 cleans up nothing itself
@@ -74,10 +74,10 @@ def test_the_folder_of_a_session_killed_9_goes_with_the_next_worker(tmp_path, mo
 
 @pytest.mark.slow  # starts a session process
 def test_the_folder_of_a_live_session_is_left_alone(tmp_path, monkeypatch):
-    session, folder = start_session(tmp_path)
+    session, spec = start_session(tmp_path)
     try:
         run_a_quick_worker(monkeypatch, tmp_path)
-        assert folder.is_dir() and (folder / "spec.json").is_file()
+        assert spec.parent.is_dir() and spec.is_file()
     finally:
         session.kill()
         session.wait()

@@ -43,6 +43,6 @@ for kind in $JOBS; do
   timeout -s INT -k 20 $left $PY $CASES --perf-ab $base > $OUT/$name.log 2>&1; echo "$name rc=$? $(( $(date +%s)-S )) s"
   cp .perfsuite/ab.json $OUT/$name.json 2>/dev/null; rm -f .perfsuite/ab.json
   grep -E "^perfsuite A/B (passed|FAILED)|^ *cuda-.*(unchanged|regressed|improved|inconclusive)" $OUT/$name.log | cut -c1-160 | head -20
-  if [ $kind = planted ]; then git -c user.email=ci@example.com -c user.name=ci revert -q --no-edit HEAD; fi
+  if [ $kind = planted ]; then git -c user.email=ci@example.com -c user.name=ci revert --no-edit HEAD > /dev/null; fi
 done
 cat /proc/loadavg; echo "total $(( $(date +%s)-START )) s"

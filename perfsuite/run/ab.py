@@ -42,7 +42,7 @@ from perfsuite.records import (
     Run,
     WorkloadSource,
 )
-from perfsuite.run.plan import SessionPlan
+from perfsuite.run.plan import RoundSettings, SessionPlan, most_steps_per_round
 from perfsuite.run.profiling import merge_profiles
 from perfsuite.run.wire import (
     WorkerSide,
@@ -585,7 +585,8 @@ def measure_case_pair(
         # Both sides run rounds of the same steps: a round's drain adds its cost / steps to each step's time, so
         # rounds of 1 step on one side against 12 on the other (each side's own calibration, a noisy figure on a
         # launch-bound step) would read as a difference of the sides. At most MAX_ROUND_S of steps a round.
-        steps = min(max(replies[name]["steps_per_round"] for name in replies), max(1, int(MAX_ROUND_S / step_s)))
+        steps = min(max(replies[name]["steps_per_round"] for name in replies),
+                    most_steps_per_round(step_s, RoundSettings(min_rounds=1, max_time_s=MAX_ROUND_S)))
         window_s, planned = window_plan(step_s, steps, plan.rounds.max_time_s)
         windows = windows or planned
         start = order.randrange(2)

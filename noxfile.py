@@ -141,9 +141,10 @@ def gains(session: nox.Session) -> None:
 
 @nox.session
 def calibrate(session: nox.Session) -> None:
-    """Measure the measurer (`perfsuite selftest`), then render docs/measurement-quality.md from results/selftest/."""
+    """Measure the measurer (`perfsuite selftest`, into docs/records/selftest/), then render
+    docs/measurement-quality.md from the files there."""
     run(session, "perfsuite", "selftest", *session.posargs)
-    run(session, "perfsuite", "selftest", "--report", *sorted(glob.glob("results/selftest/*.json")))
+    run(session, "perfsuite", "selftest", "--report", *sorted(glob.glob("docs/records/selftest/*.json")))
 
 
 @nox.session(name="mps-wheel")

@@ -21,7 +21,7 @@ from typing import Any
 from perfsuite.errors import BadFileError
 from perfsuite.store.jsonfile import read_json_file
 
-DEFAULT_OUT_DIR = "results/selftest"
+DEFAULT_OUT_DIR = "docs/records/selftest"
 DEFAULT_REPORT = "docs/measurement-quality.md"
 EXIT_BAD_INPUT = 2
 

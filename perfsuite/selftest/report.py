@@ -295,7 +295,7 @@ def render_report(documents: Sequence[Mapping[str, Any]]) -> str:
         "",
         "How accurate perfsuite's timings are, what the harness costs per round, and how often the regression",
         "gate raises a false alarm or misses a slowdown, measured by `perfsuite selftest` (perfsuite/selftest/)",
-        "and rendered from results/selftest/*.json by `perfsuite selftest --report results/selftest/*.json`.",
+        "and rendered from docs/records/selftest/*.json by `perfsuite selftest --report docs/records/selftest/*.json`.",
         "Do not edit by hand: re-render.",
         "",
         *METHOD,

@@ -1,6 +1,9 @@
-"""The README's first screen stays true: CI runs its commands as the README writes them."""
+"""The README stays true: CI runs its first screen's commands as the README writes them, and every link and every
+script or record path (tools/, docs/records/) that the README and docs/ cite resolves."""
 
+import glob
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,3 +39,27 @@ def test_ci_runs_the_first_command_from_the_readme_itself():
     assert "readme_commands.py 0" in ci and "git clone" in ci
     printed = subprocess.run([sys.executable, str(SCRIPT), "0"], capture_output=True, text=True, check=True).stdout
     assert printed.strip() == _first_screen_commands()[0]
+
+
+# --- the evidence the README and docs/ cite: tools/ and docs/records/ -------------------------------------------
+
+HAND_WRITTEN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+                *sorted((ROOT / "docs" / "records").rglob("README.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CITED_PATH = re.compile(r"(?<![\w./-])(?:tools|docs/records)/[\w.*/-]*[\w*/]")
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    broken = [f"{page.relative_to(ROOT)}: {target}" for page in HAND_WRITTEN
+              for target in LINK.findall(page.read_text(encoding="utf-8"))
+              if "://" not in target and not target.startswith("#")
+              and not (page.parent / target.split("#")[0]).exists()]
+    assert broken == []
+
+
+def test_every_script_and_record_path_the_readme_and_docs_cite_exists():
+    cited = {(page.relative_to(ROOT).as_posix(), path) for page in HAND_WRITTEN
+             for path in CITED_PATH.findall(page.read_text(encoding="utf-8"))}
+    assert len(cited) > 20, "the README and docs/ cite their scripts and records by path"
+    missing = sorted(f"{page}: {path}" for page, path in cited if not glob.glob(str(ROOT / path)))
+    assert missing == []

@@ -491,7 +491,7 @@ def document(analysis_: dict | None = None, device: str = "cpu", overhead_fracti
         "started_at": "2026-12-02T16:00:00Z", "wall_s": 300.0, "cpu_count": 2, "load_average_before": 0.5,
         "load_average_after": 0.7, "torch_version": "2.13.0",
         "machine": {"cpu_model": "Test CPU", "accelerator_name": "NVIDIA H200" if device == "cuda" else None},
-        "command": f"perfsuite selftest --device {device} --out results/selftest",
+        "command": f"perfsuite selftest --device {device} --out docs/records/selftest",
         "probe": {"accuracy": [], "overhead": {
             "harness_round_s": overhead_fraction * 1e-3, "harness_fraction_of_1ms": overhead_fraction,
             "harness_round_p90_s": 2e-7, "harness_wall_per_round_s": 3e-6, "timer_pair_s": 6e-8,
@@ -591,7 +591,7 @@ def test_target_rows_judge_gpu_timing_against_the_profilers_kernel_time():
 
 def test_report_carries_the_command_and_puts_cpu_before_cuda():
     text = render_report([document(device="cuda"), document()])
-    assert "`perfsuite selftest --device cpu --out results/selftest`" in text
+    assert "`perfsuite selftest --device cpu --out docs/records/selftest`" in text
     assert text.startswith("# Measurement quality")
     runs = "\n".join(section(text, "## The runs"))
     assert runs.index("| cpu (Test CPU)") < runs.index("| cuda (NVIDIA H200)")

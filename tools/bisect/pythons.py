@@ -1,12 +1,12 @@
 """`perfsuite bisect --pythons` end to end: environments holding torch 2.12.0 and 2.13.0 (CPU), a scratch project with
-the tiny conv net of results/bisect/trials.py (fp32 inference, one torch thread), bisected twice:
+the tiny conv net of tools/bisect/trials.py (fp32 inference, one torch thread), bisected twice:
 
 - `real`: the model as it is: whatever the two releases do to it;
 - `planted`: the forward waits 0.3 x its own time under torch 2.13 or newer (planted, so that there is a slowdown
   whose release is known): the bisect must name torch 2.13.0.
 
-    python results/bisect/pythons.py --pythons /tmp/bisect-torch-2.12/bin/python /tmp/bisect-torch-2.13/bin/python \
-        --out results/bisect/pythons.json
+    python tools/bisect/pythons.py --pythons /tmp/bisect-torch-2.12/bin/python /tmp/bisect-torch-2.13/bin/python \
+        --out docs/records/bisect/pythons.json
 
 Each environment needs perfsuite installed (every one but the first runs pytest as the head side).
 """

@@ -1,13 +1,13 @@
 """`perfsuite bisect` as a user runs it, in scratch projects of 16 commits (a tiny conv net, fp32 inference, one torch
-thread: the model of results/ab/decides/run.py): commit 0 is the good one, 15 commits follow, each a comment, except
+thread: the model of tools/ab/decides/run.py): commit 0 is the good one, 15 commits follow, each a comment, except
 those that plant a host-side slowdown in the model's forward (each forward waits (f - 1) times its own time, so the
 step is f times slower; a plant stays in every later commit) or break its import. Per trial: where the plants were,
 what the bisect named, its judgements, seconds, exit status, and the load average before and after.
 
-    python results/bisect/trials.py single --trials 10 --out results/bisect/single.json     # one x1.30 commit
-    python results/bisect/trials.py two --trials 1 --out results/bisect/two.json            # two x1.15 commits
-    python results/bisect/trials.py broken --trials 1 --out results/bisect/broken.json      # x1.30 and a broken import
-    python results/bisect/trials.py same --trials 1 --out results/bisect/same.json          # nothing changes
+    python tools/bisect/trials.py single --trials 10 --out docs/records/bisect/single.json     # one x1.30 commit
+    python tools/bisect/trials.py two --trials 1 --out docs/records/bisect/two.json            # two x1.15 commits
+    python tools/bisect/trials.py broken --trials 1 --out docs/records/bisect/broken.json      # x1.30 and a broken import
+    python tools/bisect/trials.py same --trials 1 --out docs/records/bisect/same.json          # nothing changes
 
 Positions are drawn with a seeded generator; trials run one at a time with this checkout's perfsuite (the interpreter
 running this script).

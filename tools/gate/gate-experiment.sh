@@ -4,9 +4,9 @@
 # Each session's terminal output goes to OUT/<step>.log and its summary to OUT/<step>.summary.json; one line per
 # session (exit status, wall seconds, load average) goes to OUT/sessions.txt.
 #
-#   results/gate/gate-experiment.sh OUT "PYTEST OPTIONS" [UNCHANGED_RUNS] [PLANTED_MODULES] [PROCESSES]
+#   tools/gate/gate-experiment.sh OUT "PYTEST OPTIONS" [UNCHANGED_RUNS] [PLANTED_MODULES] [PROCESSES]
 # e.g.
-#   results/gate/gate-experiment.sh /tmp/gate-cpu "--perf-device cpu --perf-model resnet18 --perf-profile smoke \
+#   tools/gate/gate-experiment.sh /tmp/gate-cpu "--perf-device cpu --perf-model resnet18 --perf-profile smoke \
 #       --perf-dtype fp32 --perf-threads 1 --perf-machine shared-2core-vm" 3 Conv2d
 set -uo pipefail
 out=$1; options=$2; unchanged=${3:-3}; planted=${4:-Conv2d}; processes=${5:-3}

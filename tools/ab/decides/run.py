@@ -4,7 +4,7 @@ and commits that plant a host-side slowdown of a given factor in the model's for
 its own time, so the inference step is f times slower and the training step less). Per job: exit status, seconds,
 the load average before and after, and every case's verdict from ab.json.
 
-    python results/ab/decides/run.py --aa 20 --planted 1.10:10 --planted 1.05:10 --out results/ab/decides/jobs.json
+    python tools/ab/decides/run.py --aa 20 --planted 1.10:10 --planted 1.05:10 --out docs/records/ab/decides/jobs.json
 
 Jobs run in a shuffled order (seeded), one at a time, with this checkout's perfsuite (the interpreter running this).
 """

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The gate end to end with 5 s runs, from the repository root: results/gate/cpu-5s/run.sh
-# 1. record 3 times, judge unchanged 3 times, judge with every Conv2d doubled (results/gate/gate-experiment.sh);
+# The gate end to end with 5 s runs, from the repository root: tools/gate/cpu-5s/run.sh
+# 1. record 3 times, judge unchanged 3 times, judge with every Conv2d doubled (tools/gate/gate-experiment.sh);
 # 2. two more unchanged sessions and three more planted ones, alternating.
-# The history goes to baselines/cpu/trial-5s-windows.json (kept here as history-trial-5s-windows.json).
+# The history goes to baselines/cpu/trial-5s-windows.json (kept in docs/records/gate/cpu-5s/ as
+# history-trial-5s-windows.json); the logs, summaries and sessions.txt go there too.
 set -uo pipefail
-out=results/gate/cpu-5s
+out=docs/records/gate/cpu-5s
 opts="--perf-device cpu --perf-model resnet18 --perf-profile smoke --perf-dtype fp32 --perf-threads 1 \
 --perf-machine trial-5s-windows --benchmark-max-time 5 tests/benchmarks/test_models.py"
-results/gate/gate-experiment.sh "$out" "$opts" 3 Conv2d 3
+tools/gate/gate-experiment.sh "$out" "$opts" 3 Conv2d 3
 session() {  # session NAME [env assignments...]
   local name=$1; shift
   local start=$SECONDS

@@ -1,4 +1,4 @@
-"""Split the run-to-run spread of results/gate/noise/out.jsonl into the machine's changes within a process
+"""Split the run-to-run spread of docs/records/gate/noise/out.jsonl into the machine's changes within a process
 (between consecutive windows) and a part that belongs to the process (one-way variance components on logs)."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-path = Path(sys.argv[1] if len(sys.argv) > 1 else "results/gate/noise/out.jsonl")
+path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/records/gate/noise/out.jsonl")
 logs = np.log(np.array([json.loads(line) for line in path.read_text().splitlines() if line.strip()]))
 processes, windows = logs.shape
 within = math.sqrt(float(np.mean(logs.var(axis=1, ddof=1))))

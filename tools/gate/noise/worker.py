@@ -1,7 +1,7 @@
 """One process: time the ResNet18 smoke step (fp32, bs4, 1 thread) in consecutive windows and print the
 window medians in milliseconds as one JSON line.
 
-    python results/gate/noise/worker.py infer 10 0.5    # mode, windows, seconds per window
+    python tools/gate/noise/worker.py infer 10 0.5    # mode, windows, seconds per window
 """
 
 import json

@@ -3,8 +3,8 @@
 # in order: `aa` is an A/A job (--perf-ab HEAD); `planted` plants a host-side wait of PLANT_US microseconds before
 # every Conv2d and Linear forward the head's models build (a pre-hook on the instances: head code, not torch) and
 # judges it against its parent. Each job's log and ab.json come back under $OUT; a job is cut at LIMIT_S (SIGINT).
-#   JOBS="aa aa" bash results/gpu/ab-decides/defaults.sh
-. results/h200/prelude.sh
+#   JOBS="aa aa" bash tools/gpu/ab-decides/defaults.sh
+. tools/h200/prelude.sh
 JOBS=${JOBS:-aa}; PLANT_US=${PLANT_US:-10}; LIMIT_S=${LIMIT_S:-580}
 START=$(date +%s); cat /proc/loadavg; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__)"

@@ -3,7 +3,7 @@
 # the models build waits 20 us on the host before its forward (a forward pre-hook on the instances, so it lives in the
 # head's model code, not in torch, which both sides of a process share). Both jobs with --benchmark-max-time 0.3 and
 # --perf-ab-budget 200 (the device lease holds about ten minutes).
-. results/h200/prelude.sh
+. tools/h200/prelude.sh
 START=$(date +%s); cat /proc/loadavg; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__)"
 git init -q -b main && git add -A && git -c user.email=ci@example.com -c user.name=ci commit -qm base

@@ -9,7 +9,7 @@ set -u
 DEV=${DEV:-cuda}
 if [ -d .git ]; then echo "run this in a copy of the repository without .git: it commits the planted change"; exit 2; fi
 if [ "$DEV" = cuda ]; then
-  . results/h200/prelude.sh
+  . tools/h200/prelude.sh
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   CASES="--perf-device cuda --perf-model resnet18 --perf-batch-size 32,256 --perf-dtype bf16 --perf-mode train,infer"
 else

@@ -6,7 +6,7 @@
 # compares with); item 2, the pairs that read inverted once (sd15-unet bs1/bs2, bert-base bs8/bs16, fp32 training)
 # in 3 processes each (one shuffled pass over the pair a process); the bf16 bs32 cases in every compile mode (the
 # compile table's run); the three cases of item 1 the first call's 330 s left out; the SD 1.5 standard matrix.
-R=/tmp/step-figure; . results/h100/step-figure/common.sh
+R=/tmp/step-figure; . tools/h100/step-figure/common.sh
 RECORD=--perf-update-baseline
 session standard-resnet18-bert 150 --perf-profile $PROFILE --perf-model resnet18,bert-base --perf-dtype fp32,bf16 \
   --perf-mode train,infer $RECORD; pack
@@ -18,7 +18,7 @@ for pair in "sd15-unet 1,2" "bert-base 8,16"; do set -- $pair
 done
 session compile-bf16-bs32 200 --perf-profile $PROFILE --perf-model resnet18,bert-base --perf-batch-size 32 \
   --perf-dtype bf16 --perf-mode infer,train --perf-compile $COMPILE_MODES $CASE_TIMEOUT $RECORD; pack
-python3 results/h200/compile/table.py $R/compile-bf16-bs32.json
+python3 tools/h200/compile/table.py $R/compile-bf16-bs32.json
 S=$(date +%s); L=$(( $(left) - 20 )); [ $L -gt 130 ] && L=130
 if [ $L -gt 30 ]; then
   timeout $L python3 -m perfsuite.selftest.figures --device $DEV --models bert-base --dtype bf16 --batch-size 32 \

@@ -2,7 +2,7 @@
 # `left`, the seconds a call has left of its LIMIT, and `session`, whose log and JSON go to $R ($OUT unless set).
 # DEV, PROFILE, MAX_TIME_S and COMPILE_MODES default to the GPU run's values; a dry run on the CPU sets DEV=cpu
 # PROFILE=smoke MAX_TIME_S=0.02 COMPILE_MODES=eager.
-. results/h200/prelude.sh
+. tools/h200/prelude.sh
 # Where perfsuite is installed (a dry run in a project venv), its entry point loads the plugin already.
 python3 -c "import importlib.metadata as m; m.distribution('perfsuite')" 2>/dev/null && PY=${PY/-p perfsuite.plugin /}
 DEV=${DEV:-cuda}; PROFILE=${PROFILE:-standard}; MAX_TIME_S=${MAX_TIME_S:-0.3}; LIMIT=${LIMIT:-580}; R=${R:-$OUT}; mkdir -p $R

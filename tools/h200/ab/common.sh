@@ -1,7 +1,7 @@
 # Sourced by the A/B runs on the H200: the prelude (carried wheels, PYTHONPATH), a git repository of the working
 # tree (the device copy has none), and the 16 cases of the issue: resnet18 and bert-base, bs32 and bs256, fp32 and
 # bf16, train and infer, eager.
-. results/h200/prelude.sh
+. tools/h200/prelude.sh
 START=$(date +%s); cat /proc/loadavg; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import sys, torch, scipy, accelerate, transformers; print(sys.version.split()[0], torch.__version__)"
 git init -q -b main && git add -A && git -c user.email=ci@example.com -c user.name=ci commit -qm base

@@ -1,5 +1,5 @@
 # A/A (head against itself) once, then a planted host-side slowdown against its base.
-. results/h200/ab/common.sh
+. tools/h200/ab/common.sh
 ab_job aa1 285 --perf-ab HEAD
 plant
 ab_job planted 285 --perf-ab HEAD~1

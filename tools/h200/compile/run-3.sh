@@ -1,6 +1,6 @@
-. results/h200/prelude.sh
+. tools/h200/prelude.sh
 START=$(date +%s); cat /proc/loadavg
-run() { name=$1; shift; timeout $(( 540 - ( $(date +%s) - START ) )) $PY --perf-device cuda --perf-compile eager,inductor,reduce-overhead,cuda-graph --benchmark-max-time 0.3 tests/benchmarks/test_models.py --benchmark-json $OUT/compile-$name.json --timeout 200 -rsfE --perf-update-baseline "$@" > $OUT/compile-$name.log 2>&1; echo "$name rc=$? $(( $(date +%s)-START )) s"; cp baselines/cuda/nvidia-h200.json $OUT/after-c3.json; grep -E "FAILED|SKIPPED|ERROR|passed|failed|Timeout" $OUT/compile-$name.log | cut -c1-250 | tail -8; python3 results/h200/compile/table.py $OUT/compile-$name.json; }
+run() { name=$1; shift; timeout $(( 540 - ( $(date +%s) - START ) )) $PY --perf-device cuda --perf-compile eager,inductor,reduce-overhead,cuda-graph --benchmark-max-time 0.3 tests/benchmarks/test_models.py --benchmark-json $OUT/compile-$name.json --timeout 200 -rsfE --perf-update-baseline "$@" > $OUT/compile-$name.log 2>&1; echo "$name rc=$? $(( $(date +%s)-START )) s"; cp baselines/cuda/nvidia-h200.json $OUT/after-c3.json; grep -E "FAILED|SKIPPED|ERROR|passed|failed|Timeout" $OUT/compile-$name.log | cut -c1-250 | tail -8; python3 tools/h200/compile/table.py $OUT/compile-$name.json; }
 run resnet18-bs256-bf16 --perf-model resnet18 --perf-batch-size 256 --perf-dtype bf16 --perf-mode infer,train
 run unet-bf16-train --perf-model sd15-unet --perf-batch-size 4 --perf-dtype bf16 --perf-mode train
 cat /proc/loadavg

@@ -1,4 +1,4 @@
-. results/h200/prelude.sh
+. tools/h200/prelude.sh
 START=$(date +%s); cat /proc/loadavg
 timeout 555 $PY --perf-device cuda --perf-model resnet18,bert-base --perf-batch-size 32 --perf-dtype bf16 --perf-mode infer,train --perf-compile eager,inductor,reduce-overhead,cuda-graph --benchmark-max-time 0.3 tests/benchmarks/test_models.py --benchmark-json $OUT/compile.json --timeout 100 -rsfE --perf-update-baseline > $OUT/compile.log 2>&1; echo "compile rc=$? $(( $(date +%s)-START )) s"
 cp baselines/cuda/nvidia-h200.json $OUT/after-compile.json

@@ -1,4 +1,4 @@
-. results/h200/prelude.sh
+. tools/h200/prelude.sh
 START=$(date +%s); cat /proc/loadavg
 timeout 340 $PY --perf-processes 4 --perf-isolation pass $GATE > $OUT/unchanged.log 2>&1; echo "unchanged rc=$? $(( $(date +%s)-START )) s"
 grep -E "regressed|improved|unchanged|gate|passed|failed" $OUT/unchanged.log | cut -c1-220 | tail -24

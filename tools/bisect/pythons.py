@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trials import MODEL, PYPROJECT, git  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, where tools/ is
+from tools.bisect.trials import MODEL, PYPROJECT, git  # noqa: E402
 
 PLANT = '''
 if tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13):

@@ -4,10 +4,10 @@ those that plant a host-side slowdown in the model's forward (each forward waits
 step is f times slower; a plant stays in every later commit) or break its import. Per trial: where the plants were,
 what the bisect named, its judgements, seconds, exit status, and the load average before and after.
 
-    python tools/bisect/trials.py single --trials 10 --out docs/records/bisect/single.json     # one x1.30 commit
-    python tools/bisect/trials.py two --trials 1 --out docs/records/bisect/two.json            # two x1.15 commits
-    python tools/bisect/trials.py broken --trials 1 --out docs/records/bisect/broken.json      # x1.30 and a broken import
-    python tools/bisect/trials.py same --trials 1 --out docs/records/bisect/same.json          # nothing changes
+    python tools/bisect/trials.py single --trials 10 --out docs/records/bisect/single.json  # one x1.30 commit
+    python tools/bisect/trials.py two --trials 1 --out docs/records/bisect/two.json         # two x1.15 commits
+    python tools/bisect/trials.py broken --trials 1 --out docs/records/bisect/broken.json   # x1.30, a broken import
+    python tools/bisect/trials.py same --trials 1 --out docs/records/bisect/same.json       # nothing changes
 
 Positions are drawn with a seeded generator; trials run one at a time with this checkout's perfsuite (the interpreter
 running this script).
@@ -99,6 +99,8 @@ def make_project(root: Path, slowdowns: dict[int, float], broken: set[int]) -> l
 
 def trial(kind: str, rng: random.Random, number: int) -> dict:
     positions = list(range(1, COMMITS))
+    slowdowns: dict[int, float]
+    broken: set[int]
     if kind == "single":
         slowdowns, broken = {rng.choice(positions): 1.30}, set()
     elif kind == "two":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from perfsuite.settings import RawSettings
+from perfsuite.options.settings import RawSettings
 
 MATRIX_KEYS = ("device", "dtype", "model", "batch-size", "mode", "profile", "compile", "ddp-processes")
 
@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the matrix; 0."""
     from perfsuite.matrix.cases import build_matrix, skip_reason
+    from perfsuite.options.settings import load_settings, read_pyproject
     from perfsuite.run import devices
-    from perfsuite.settings import load_settings, read_pyproject
     from perfsuite.workloads import model_facts
     from perfsuite.workloads.user import load_project_workloads
 

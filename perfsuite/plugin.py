@@ -1,6 +1,6 @@
 """Thin pytest glue: the options, the case matrix as parametrization, the `perf_run` fixture, and the hooks that make
-the session's plan, show progress and write the report. Every decision is made elsewhere (perfsuite.session and the
-stages it calls)."""
+the session's plan, show progress and write the report. Every decision is made elsewhere
+(perfsuite.session.pytest_session and the stages it calls)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from perfsuite import path_options, settings
 from perfsuite.errors import CaseFailed, CaseSkipped, UsageError
 from perfsuite.matrix.cases import build_matrix, runs_dataloader, skip_reason
+from perfsuite.options import paths, settings
 from perfsuite.records import EAGER, Case, Measurement
 from perfsuite.render.results import session_header
 from perfsuite.run import devices
-from perfsuite.session import Session, round_settings, start_session, thread_warnings
+from perfsuite.session.pytest_session import Session, round_settings, start_session, thread_warnings
 from perfsuite.workloads import default_model_names, model_facts, registered_workloads
 
 _SETTINGS = pytest.StashKey[settings.Settings]()
@@ -54,11 +54,11 @@ def session_settings(config: pytest.Config) -> settings.Settings:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Where a path option's separate value moved pytest's rootdir (`perfsuite.path_options`), this reading of the
+    """Where a path option's separate value moved pytest's rootdir (`perfsuite.options.paths`), this reading of the
     command line only runs the session again (`pytest_cmdline_main`): its conftest files are not imported (from
     the wrong rootdir, and the session imports them)."""
     params = early_config.invocation_params
-    args = path_options.args_to_run_instead(params.args, params.dir)
+    args = paths.args_to_run_instead(params.args, params.dir)
     if args is not None:
         early_config.stash[_RUN_INSTEAD] = args
         early_config.known_args_namespace.noconftest = True
@@ -77,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "perf: a perfsuite benchmark case")
     config.addinivalue_line("markers", f"{DATALOADER_MARKER}: a DataLoader case, selected with --perf-model dataloader")
     try:
-        path_options.make_benchmark_json_folder(config.getoption("benchmark_json", None))
+        paths.make_benchmark_json_folder(config.getoption("benchmark_json", None))
     except UsageError as error:
         raise pytest.UsageError(str(error)) from None
     # Validate the options now, so a bad value is a usage error before collection starts. Workloads registered

@@ -21,7 +21,10 @@ import argparse
 import time
 from pathlib import Path
 
-from perfsuite.bisect import (
+from perfsuite.errors import UsageError
+from perfsuite.options.settings import AB_DEFAULT_BUDGET_S
+from perfsuite.render import bisect as render
+from perfsuite.session.bisect import (
     DEFAULT_FOLDER,
     BisectPlan,
     commit_positions,
@@ -30,9 +33,6 @@ from perfsuite.bisect import (
     tracked_cases,
     write_record,
 )
-from perfsuite.errors import UsageError
-from perfsuite.render import bisect as render
-from perfsuite.settings import AB_DEFAULT_BUDGET_S
 from perfsuite.store.files import write_text_atomically
 
 EXIT_NOT_FOUND = 1

@@ -31,10 +31,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from perfsuite.errors import BadFileError, UsageError
+from perfsuite.options.settings import AB_DEFAULT_PAIRS
 from perfsuite.render.bisect import RECORD_FILE as BISECT_RECORD
 from perfsuite.render.bisect import SUMMARY_FILE as BISECT_SUMMARY
 from perfsuite.render.escape import terminal_text
-from perfsuite.settings import AB_DEFAULT_PAIRS
 from perfsuite.store.baselines import load_baseline
 from perfsuite.store.jsonfile import read_json_file
 

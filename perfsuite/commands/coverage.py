@@ -55,7 +55,7 @@ def selected_models(requested: list[str] | None, registered: list[str], defaults
 def run(args: argparse.Namespace) -> int:
     """Trace, assess and report the selected models; the exit status as documented above."""
     from perfsuite.coverage.check import runtime_check, static_check
-    from perfsuite.settings import read_pyproject
+    from perfsuite.options.settings import read_pyproject
     from perfsuite.workloads import default_model_names, registered_workloads
     from perfsuite.workloads.user import load_project_workloads
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from perfsuite.errors import UsageError
-from perfsuite.settings import AB_DEFAULT_PAIRS, MIN_AB_PAIRS
+from perfsuite.options.settings import AB_DEFAULT_PAIRS, MIN_AB_PAIRS
 
 WORKFLOW_PATH = ".github/workflows/perfsuite.yml"
 WORKFLOW_TEMPLATE = Path(__file__).with_name("templates") / "workflow.yml"

@@ -10,15 +10,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from perfsuite.settings import RawSettings
+from perfsuite.options.settings import OPTION_NAMES, OPTIONS, RawSettings
 
-MATRIX_KEYS = ("device", "dtype", "model", "batch-size", "mode", "profile", "compile", "ddp-processes")
+# The options that choose the cases, and the process count a train-ddp case's skip reason depends on: named as
+# pytest's --perf-* options without the prefix, with their declared help.
+LIST_OPTIONS = tuple(option for option in OPTIONS if option.fills_matrix) + (OPTION_NAMES["ddp_processes"],)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The matrix options, named as pytest's `--perf-*` options without the prefix."""
-    for key in MATRIX_KEYS:
-        parser.add_argument(f"--{key}", help=f"as pytest's --perf-{key}")
+    for option in LIST_OPTIONS:
+        parser.add_argument(f"--{option.key}", help=option.help)
     parser.add_argument("--pyproject", default="pyproject.toml",
                         help="where [tool.perfsuite] is read from; the conftest.py files that register the project's "
                         "models are loaded from its folder as pytest loads them")
@@ -27,13 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the matrix; 0."""
     from perfsuite.matrix.cases import build_matrix, skip_reason
+    from perfsuite.options.settings import load_settings, read_pyproject
     from perfsuite.run import devices
-    from perfsuite.settings import load_settings, read_pyproject
     from perfsuite.workloads import model_facts
     from perfsuite.workloads.user import load_project_workloads
 
     load_project_workloads(Path(args.pyproject), read_pyproject(Path(args.pyproject)))
-    cli = RawSettings(**{key.replace("-", "_"): getattr(args, key.replace("-", "_")) for key in MATRIX_KEYS})
+    cli = RawSettings(**{option.field_name: getattr(args, option.field_name) for option in LIST_OPTIONS})
     models = model_facts()
     chosen = load_settings(
         cli, Path(args.pyproject), list(models), devices.available_accelerators() or ["cpu"], flag_prefix="--"

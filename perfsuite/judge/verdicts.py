@@ -7,6 +7,11 @@ writes those). `regressed` (time), a regressed memory figure and, unless the use
 gate; `uncalibrated` and `no-baseline` are shown and never fail it (except a change beyond the uncalibrated factor,
 which is `regressed`).
 
+`judge` only sequences its parts: the bands checked (`check_bands`), why the case cannot be compared
+(`incompatibility_reasons`), the statistics and band decision on the run medians (`compare_times`), the memory
+figure's judgement (`judge_memory`), and the `Verdict` assembled from them (`assemble_verdict`, its status from
+`verdict_status`).
+
 The pooled spread of a machine's other cases, which the decision borrows from, is made here too
 (`pooled_machine_spread`).
 """
@@ -135,6 +140,123 @@ def pooled_machine_spread(entries: Iterable[BaselineEntry], identity: Mapping[st
     return within_spread([e.run_medians_s for e in entries if dict(e.machine) == dict(identity)])
 
 
+@dataclass(frozen=True)
+class MemoryJudgement:
+    """The memory figure judged against the baseline's: `status` and `ratio` (current / baseline, None when not
+    compared), the baseline's bytes, and a note where the two figures are not the same kind of figure."""
+
+    status: MemoryOutcome = "not-compared"
+    baseline_bytes: int | None = None
+    ratio: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+# Where no baseline entry is comparable, no memory figure is compared either.
+MEMORY_NOT_COMPARED = MemoryJudgement()
+
+
+def check_bands(benchmark_id: str, tolerance: float, memory_tolerance: float) -> None:
+    """Raise a UsageError naming `benchmark_id` unless both bands are fractions a verdict can use."""
+    check_band(tolerance, f"{benchmark_id}: tolerance")
+    check_band(memory_tolerance, f"{benchmark_id}: memory tolerance")
+
+
+def compare_times(
+    current: Measurement,
+    baseline: BaselineEntry,
+    tolerance: float,
+    machine_spread: Spread | None,
+    config: DecisionConfig,
+) -> RunComparison:
+    """The statistics of `current`'s run medians against `baseline`'s: ratio, interval, p-values and the band
+    decision (`perfsuite.judge.stats.compare_runs`), with the baseline's recording sessions counted."""
+    return compare_runs(
+        current.run_medians_s, baseline.run_medians_s, tolerance, machine_spread, config,
+        baseline_sessions=len({run.recorded_at for run in baseline.runs}),
+    )
+
+
+def p_value_of_change(comparison: RunComparison) -> float | None:
+    """The one-sided p-value in the direction the ratio moved (slower at a ratio of 1); None when uncalibrated."""
+    return comparison.p_value_slower if comparison.ratio >= 1 else comparison.p_value_faster
+
+
+def judge_memory(
+    current_figure: str, current_memory_bytes: int | None, baseline: BaselineEntry, memory_tolerance: float
+) -> MemoryJudgement:
+    """The case's memory figure (`current_figure`, in bytes) against the baseline's; not compared, with a note,
+    where the baseline recorded another figure."""
+    if baseline.memory_figure != current_figure:
+        note = f"memory figures differ: baseline {baseline.memory_figure}, current {current_figure}"
+        return MemoryJudgement(baseline_bytes=baseline.memory_bytes, notes=(note,))
+    status, ratio = compare_memory(current_memory_bytes, baseline.memory_bytes, memory_tolerance)
+    return MemoryJudgement(status=status, baseline_bytes=baseline.memory_bytes, ratio=ratio)
+
+
+def verdict_status(baseline: BaselineEntry | None, comparison: RunComparison | None) -> VerdictStatus:
+    """Which verdict a case gets: `no-baseline` without an entry, `incompatible` where the entry was not compared
+    (the case changed against it), else the time comparison's band decision."""
+    if baseline is None:
+        return "no-baseline"
+    if comparison is None:
+        return "incompatible"
+    return comparison.outcome
+
+
+def assemble_verdict(
+    current: Measurement,
+    baseline: BaselineEntry | None,
+    current_memory_bytes: int | None,
+    tolerance: float,
+    memory_tolerance: float,
+    baseline_source: str,
+    reasons: tuple[str, ...] = (),
+    change_fails: bool = False,
+    compared: tuple[RunComparison, DecisionConfig] | None = None,
+    memory: MemoryJudgement = MEMORY_NOT_COMPARED,
+) -> Verdict:
+    """The `Verdict` of `current` from what was decided about it: the baseline entry (None when there is none),
+    why the case cannot be compared with it (`reasons`), and, where it was compared, the time comparison with the
+    rule that made it (`compared`) and the memory judgement. An entry that was not compared makes the verdict
+    `incompatible`, with the plain ratio of medians and the default rule."""
+    run = current.last
+    comparison, config = compared if compared is not None else (None, DEFAULT_DECISION)
+    if comparison is not None:
+        ratio: float | None = comparison.ratio
+    else:
+        ratio = None if baseline is None else current.median_s / baseline.median_s
+    return Verdict(
+        benchmark_id=current.case.benchmark_id,
+        status=verdict_status(baseline, comparison),
+        baseline_median_s=None if baseline is None else baseline.median_s,
+        current_median_s=current.median_s,
+        ratio=ratio,
+        ci_low=None if comparison is None else comparison.ci_low,
+        ci_high=None if comparison is None else comparison.ci_high,
+        p_value=None if comparison is None else p_value_of_change(comparison),
+        tolerance=tolerance,
+        current_runs=len(current.runs),
+        baseline_runs=None if baseline is None else len(baseline.runs),
+        detectable_slowdown=None if comparison is None else comparison.detectable_slowdown,
+        processes_needed=None if comparison is None else comparison.processes_needed,
+        samples_per_s=current.samples_per_s,
+        tflops_per_s=run.tflops_per_s,
+        gpu_busy_fraction=run.gpu_busy_fraction,
+        memory_status=memory.status,
+        memory_figure=run.memory_figure,
+        baseline_memory_bytes=memory.baseline_bytes,
+        current_memory_bytes=current_memory_bytes,
+        memory_ratio=memory.ratio,
+        memory_tolerance=memory_tolerance,
+        comparison=comparison,
+        config=config,
+        reasons=reasons,
+        notes=memory.notes,
+        baseline_source=baseline_source,
+        change_fails=change_fails,
+    )
+
+
 def judge(
     current: Measurement,
     baseline: BaselineEntry | None,
@@ -154,66 +276,18 @@ def judge(
     `current_memory_bytes` is the memory figure that belongs to the case (None: not gated); `change_fails` whether a
     case changed against its history (`incompatible`) fails the gate (else it is a warning).
     """
-    benchmark_id = current.case.benchmark_id
-    check_band(tolerance, f"{benchmark_id}: tolerance")
-    check_band(memory_tolerance, f"{benchmark_id}: memory tolerance")
-    run = current.last
-    common: dict[str, Any] = {
-        "benchmark_id": benchmark_id,
-        "current_median_s": current.median_s,
-        "tolerance": tolerance,
-        "current_runs": len(current.runs),
-        "samples_per_s": current.samples_per_s,
-        "tflops_per_s": run.tflops_per_s,
-        "gpu_busy_fraction": run.gpu_busy_fraction,
-        "memory_figure": run.memory_figure,
-        "current_memory_bytes": current_memory_bytes,
-        "memory_tolerance": memory_tolerance,
-        "baseline_source": baseline_source,
-    }
-    no_memory: dict[str, Any] = {"memory_status": "not-compared", "baseline_memory_bytes": None, "memory_ratio": None}
-    undecided: dict[str, Any] = {
-        "ci_low": None, "ci_high": None, "p_value": None, "detectable_slowdown": None, "processes_needed": None,
-    }
-    if baseline is None:
-        return Verdict(
-            **common, **no_memory, **undecided, status="no-baseline", baseline_median_s=None, ratio=None,
-            baseline_runs=None,
-        )
-    reasons = incompatibility_reasons(current, baseline, current_machine)
-    if reasons:
-        return Verdict(
-            **common, **no_memory, **undecided, status="incompatible", baseline_median_s=baseline.median_s,
-            ratio=current.median_s / baseline.median_s, baseline_runs=len(baseline.runs), reasons=reasons,
-            change_fails=change_fails,
-        )
-    comparison = compare_runs(
-        current.run_medians_s, baseline.run_medians_s, tolerance, machine_spread, config,
-        baseline_sessions=len({run.recorded_at for run in baseline.runs}),
-    )
-    notes: list[str] = []
-    memory_status: MemoryOutcome = "not-compared"
-    memory_ratio = None
-    if baseline.memory_figure != run.memory_figure:
-        notes.append(f"memory figures differ: baseline {baseline.memory_figure}, current {run.memory_figure}")
-    else:
-        memory_status, memory_ratio = compare_memory(current_memory_bytes, baseline.memory_bytes, memory_tolerance)
-    p_value = comparison.p_value_slower if comparison.ratio >= 1 else comparison.p_value_faster
-    return Verdict(
-        **common,
-        status=comparison.outcome,
-        baseline_median_s=baseline.median_s,
-        ratio=comparison.ratio,
-        ci_low=comparison.ci_low,
-        ci_high=comparison.ci_high,
-        p_value=p_value,
-        baseline_runs=len(baseline.runs),
-        detectable_slowdown=comparison.detectable_slowdown,
-        processes_needed=comparison.processes_needed,
-        memory_status=memory_status,
-        baseline_memory_bytes=baseline.memory_bytes,
-        memory_ratio=memory_ratio,
-        comparison=comparison,
-        config=config,
-        notes=tuple(notes),
+    check_bands(current.case.benchmark_id, tolerance, memory_tolerance)
+    reasons = () if baseline is None else incompatibility_reasons(current, baseline, current_machine)
+    compared: tuple[RunComparison, DecisionConfig] | None = None
+    memory = MEMORY_NOT_COMPARED
+    if baseline is not None and not reasons:
+        compared = (compare_times(current, baseline, tolerance, machine_spread, config), config)
+        memory = judge_memory(current.last.memory_figure, current_memory_bytes, baseline, memory_tolerance)
+    return assemble_verdict(
+        current, baseline, current_memory_bytes, tolerance, memory_tolerance, baseline_source,
+        reasons=reasons,
+        # Recorded on the verdict it applies to, an incompatible one.
+        change_fails=change_fails and bool(reasons),
+        compared=compared,
+        memory=memory,
     )

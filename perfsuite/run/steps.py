@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import time
 import warnings
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from perfsuite.matrix.axes import EAGER, base_mode
-from perfsuite.records import Case
+from perfsuite.records import Case, Fact
 from perfsuite.run import compiled
 from perfsuite.run.correctness import channels_last_gradients_match
 from perfsuite.run.devices import backend
@@ -143,82 +143,130 @@ def prepare_case(case: Case, workload: Workload) -> PreparedCase:
 
     if case.compile == EAGER:
         return PreparedCase(case, step_with(module), parameter_count, digest, extra_facts=layout_facts)
-    return prepare_compiled(case, workload, module, inputs, target, step_with, parameter_count, digest)
+    return prepare_compiled(EagerStep(case, workload, module, inputs, target, step_with), parameter_count, digest)
 
 
-def prepare_compiled(
-    case: Case,
-    workload: Workload,
-    module: torch.nn.Module,
-    inputs: Any,
-    target: Any,
-    step_with: Callable[[torch.nn.Module], Callable[[], torch.Tensor]],
-    parameter_count: int,
-    digest: str,
-) -> PreparedCase:
-    """The case's step compiled (inductor, reduce-overhead) or captured as a CUDA graph, once the compiled computation
-    has been checked against eager (`compiled.check_against_eager`); its FLOPs are counted on the eager step.
-    `target` is None for inference."""
+@dataclass(frozen=True)
+class EagerStep:
+    """What a compiled or captured step is built from and checked against: the case, its workload, the eager module
+    with its inputs and training target (None for inference), and `step_with`, which composes the case's step around a
+    module (the eager one or its compiled form)."""
 
-    def eager_step() -> object:
-        return step_with(module)()
+    case: Case
+    workload: Workload
+    module: torch.nn.Module
+    inputs: Any
+    target: Any
+    step_with: Callable[[torch.nn.Module], Callable[[], torch.Tensor]]
 
-    sync = backend(case.device).synchronize
+    def run(self) -> object:
+        """One eager step: the computation a compiled step's FLOPs are counted on."""
+        return self.step_with(self.module)()
 
-    parameters = [p for p in module.parameters() if p.requires_grad]
-
-    def forward_loss(runner: torch.nn.Module) -> Callable[[], torch.Tensor]:
-        loss_of = workload.loss
+    def forward_loss(self, runner: torch.nn.Module) -> Callable[[], torch.Tensor]:
+        """The forward pass of `runner` and the workload's loss, under the case's autocast, without backward."""
+        loss_of = self.workload.loss
         if loss_of is None:
-            raise ValueError(f"{workload.name} has no loss; it cannot train")
+            raise ValueError(f"{self.workload.name} has no loss; it cannot train")
 
         def run() -> torch.Tensor:
-            with autocast_context(case):
-                return loss_of(call_module(runner, inputs), target)
+            with autocast_context(self.case):
+                return loss_of(call_module(runner, self.inputs), self.target)
 
         return run
 
-    if case.compile == "cuda-graph":
-        if target is None:
-            replay, capture_s = _timed_capture(step_with(module))
-            checked = compiled.check_against_eager(
-                case, lambda: compiled.output_tensors(step_with(module)()),
-                lambda: compiled.output_tensors(replay()), sync,
-            )
-        else:
-            with compiled.training_check_mode(module):
-                check_graph = compiled.capture_cuda_graph(
-                    lambda: torch.stack(compiled.loss_and_gradient_norm(forward_loss(module), parameters))
-                )
-                checked = compiled.check_against_eager(
-                    case, lambda: compiled.loss_and_gradient_norm(forward_loss(module), parameters),
-                    lambda: list(check_graph()), sync,
-                )
-            del check_graph
-            replay, capture_s = _timed_capture(
-                make_train_step(case, workload, module, inputs, target, compiled.make_capturable)
-            )
-        facts = {**checked.facts(), "compile_first_call_s": round(capture_s, 3)}
-        return PreparedCase(case, replay, parameter_count, digest, extra_facts=facts, eager_step=eager_step)
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The module's parameters that take gradients: those the training check compares."""
+        return [p for p in self.module.parameters() if p.requires_grad]
 
-    runner = compiled.compile_module(module, case.compile)
-    if target is None:
-        run_step = compiled.mark_step(case.compile, step_with(runner))
-        checked = compiled.check_against_eager(
-            case, lambda: compiled.output_tensors(step_with(module)()), lambda: compiled.output_tensors(run_step()),
-            sync,
+    def check(
+        self, eager_result: Callable[[], Sequence[torch.Tensor]], compiled_result: Callable[[], Sequence[torch.Tensor]]
+    ) -> compiled.CheckedCompile:
+        """`compiled.check_against_eager` on the case's device: raises WrongCompiledResult unless the two agree."""
+        return compiled.check_against_eager(
+            self.case, eager_result, compiled_result, backend(self.case.device).synchronize
         )
+
+
+# A compiled or captured step and the facts recorded with its result.
+CompiledStep = tuple[Callable[[], torch.Tensor], dict[str, Fact]]
+
+
+def capture_inference(eager: EagerStep) -> CompiledStep:
+    """The inference step captured as a CUDA graph and checked against eager; records the capture's seconds."""
+    replay, capture_s = _timed_capture(eager.step_with(eager.module))
+    checked = eager.check(
+        lambda: compiled.output_tensors(eager.run()), lambda: compiled.output_tensors(replay())
+    )
+    return replay, {**checked.facts(), "compile_first_call_s": round(capture_s, 3)}
+
+
+def capture_training(eager: EagerStep) -> CompiledStep:
+    """The training step captured as a CUDA graph (its optimizer made capturable), once a captured graph of its loss
+    and gradient norm has been checked against eager; records the capture's seconds."""
+    checked = _check_captured_loss(eager)
+    replay, capture_s = _timed_capture(
+        make_train_step(
+            eager.case, eager.workload, eager.module, eager.inputs, eager.target, compiled.make_capturable
+        )
+    )
+    return replay, {**checked.facts(), "compile_first_call_s": round(capture_s, 3)}
+
+
+def _check_captured_loss(eager: EagerStep) -> compiled.CheckedCompile:
+    """The loss and gradient norm captured as a CUDA graph and checked against eager: a training step would change
+    the weights it is checked on. The check's graph is released on return, before the timed one is captured."""
+    parameters = eager.trainable_parameters()
+    with compiled.training_check_mode(eager.module):
+        check_graph = compiled.capture_cuda_graph(
+            lambda: torch.stack(compiled.loss_and_gradient_norm(eager.forward_loss(eager.module), parameters))
+        )
+        return eager.check(
+            lambda: compiled.loss_and_gradient_norm(eager.forward_loss(eager.module), parameters),
+            lambda: list(check_graph()),
+        )
+
+
+def compile_inference(eager: EagerStep) -> CompiledStep:
+    """The inference step through torch.compile in the case's mode (inductor, reduce-overhead), checked against
+    eager by its first call (which compiles)."""
+    runner = compiled.compile_module(eager.module, eager.case.compile)
+    run_step = compiled.mark_step(eager.case.compile, eager.step_with(runner))
+    checked = eager.check(
+        lambda: compiled.output_tensors(eager.run()), lambda: compiled.output_tensors(run_step())
+    )
+    return run_step, checked.facts()
+
+
+def compile_training(eager: EagerStep) -> CompiledStep:
+    """The training step through torch.compile in the case's mode; the compiled loss and gradient norm are checked
+    against eager first, since a training step changes the weights it would be checked on."""
+    runner = compiled.compile_module(eager.module, eager.case.compile)
+    parameters = eager.trainable_parameters()
+    compiled_loss = compiled.mark_step(
+        eager.case.compile,
+        lambda: torch.stack(compiled.loss_and_gradient_norm(eager.forward_loss(runner), parameters)),
+    )
+    with compiled.training_check_mode(eager.module):
+        checked = eager.check(
+            lambda: compiled.loss_and_gradient_norm(eager.forward_loss(eager.module), parameters),
+            lambda: list(compiled_loss()),
+        )
+    return compiled.mark_step(eager.case.compile, eager.step_with(runner)), checked.facts()
+
+
+def prepare_compiled(eager: EagerStep, parameter_count: int, digest: str) -> PreparedCase:
+    """The case's step compiled (inductor, reduce-overhead) or captured as a CUDA graph, for inference or training,
+    once the compiled computation has been checked against eager; its FLOPs are counted on the eager step."""
+    training = eager.target is not None
+    if eager.case.compile == "cuda-graph":
+        build = capture_training if training else capture_inference
     else:
-        compiled_loss = compiled.mark_step(
-            case.compile, lambda: torch.stack(compiled.loss_and_gradient_norm(forward_loss(runner), parameters))
-        )
-        with compiled.training_check_mode(module):
-            checked = compiled.check_against_eager(
-                case, lambda: compiled.loss_and_gradient_norm(forward_loss(module), parameters),
-                lambda: list(compiled_loss()), sync,
-            )
-        run_step = compiled.mark_step(case.compile, step_with(runner))
-    return PreparedCase(case, run_step, parameter_count, digest, extra_facts=checked.facts(), eager_step=eager_step)
+        build = compile_training if training else compile_inference
+    run_step, facts = build(eager)
+    return PreparedCase(
+        eager.case, run_step, parameter_count, digest, extra_facts=facts, eager_step=eager.run
+    )
 
 
 def _timed_capture(step: Callable[[], torch.Tensor]) -> tuple[Callable[[], torch.Tensor], float]:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.ab import check_interpreter, deleted_conftest_problem, interpreter_torch_version
 from perfsuite.errors import UsageError
+from perfsuite.session.ab import check_interpreter, deleted_conftest_problem, interpreter_torch_version
 from perfsuite.store.revisions import JOB_FOLDER, base_checkout, lock_ab_job
 
 

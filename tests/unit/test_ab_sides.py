@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perfsuite.ab import rebased_sources
 from perfsuite.records import Case, WorkloadSource
 from perfsuite.run.ab import MIN_WINDOWS, window_plan
+from perfsuite.session.ab import rebased_sources
 
 
 def test_sources_under_the_project_move_to_the_same_path_in_the_base_checkout(tmp_path):

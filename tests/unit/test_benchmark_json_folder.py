@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from perfsuite.errors import UsageError
-from perfsuite.path_options import make_benchmark_json_folder
+from perfsuite.options.paths import make_benchmark_json_folder
 
 
 def test_the_folder_of_a_json_path_is_made(tmp_path: Path) -> None:

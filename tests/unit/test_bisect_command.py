@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.bisect import BisectPlan, commit_positions, python_positions, read_step, tracked_cases
 from perfsuite.cli import main
 from perfsuite.errors import UsageError
 from perfsuite.judge.bisect import CaseReading, Change, Finding, Judge, Position, Step
 from perfsuite.render import bisect as render
 from perfsuite.render.ab import SCHEMA as AB_SCHEMA
+from perfsuite.session.bisect import BisectPlan, commit_positions, python_positions, read_step, tracked_cases
 from perfsuite.site.bisect import read_bisect_file
 
 CASE = "cpu-fp32-tiny-conv-bs8-infer-smoke"

@@ -35,6 +35,24 @@ def test_list_prints_the_case_matrix(capsys):
     assert capsys.readouterr().out.split() == expected
 
 
+def test_list_takes_the_matrix_options_and_ddp_processes_with_their_declared_help():
+    import argparse
+
+    from perfsuite.commands import list as list_command
+    from perfsuite.matrix.axes import COMPILE_MODES
+    from perfsuite.options.settings import OPTIONS
+
+    parser = argparse.ArgumentParser()
+    list_command.add_arguments(parser)
+    actions = {action.dest: action for action in parser._actions}
+    matrix_options = [o for o in OPTIONS if o.fills_matrix]
+    assert [o.key for o in matrix_options] == ["device", "dtype", "model", "batch-size", "mode", "profile", "compile"]
+    for option in [*matrix_options, next(o for o in OPTIONS if o.key == "ddp-processes")]:
+        assert actions[option.field_name].help == option.help
+    assert ",".join(COMPILE_MODES) in actions["compile"].help
+    assert "warmup" not in actions
+
+
 def test_list_rejects_an_unknown_dtype_with_the_valid_ones(capsys):
     assert main(["list", "--dtype", "fp64"]) == 2
     assert "valid: fp32, bf16, fp16" in capsys.readouterr().err

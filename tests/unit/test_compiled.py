@@ -11,11 +11,11 @@ import torch
 
 from perfsuite.matrix.cases import DeviceFacts, MatrixOptions, build_matrix
 from perfsuite.matrix.cases import skip_reason as matrix_skip_reason
+from perfsuite.options.settings import RawSettings, validate_settings
 from perfsuite.records import Case
 from perfsuite.run import compiled
 from perfsuite.run.devices import with_device_rules
 from perfsuite.run.measure import CompiledDuringRounds, check_no_compilation
-from perfsuite.settings import RawSettings, validate_settings
 from perfsuite.store.baselines import BaselineFile, baseline_from_json, baseline_to_json
 from perfsuite.workloads import model_facts
 from tests.unit.test_baselines import entry

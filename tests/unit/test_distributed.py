@@ -21,10 +21,10 @@ import torch.nn.functional as F
 
 from perfsuite.errors import UsageError
 from perfsuite.matrix.cases import Case, DeviceFacts, skip_reason
+from perfsuite.options.settings import RawSettings, validate_settings
 from perfsuite.run.ddp.plan import scaling_efficiency, scaling_table, threads_per_process
 from perfsuite.run.ddp.rank0 import DdpTraining, DistributedWorkerError, prepare_ddp_case
 from perfsuite.run.devices import backend, with_device_rules
-from perfsuite.settings import RawSettings, validate_settings
 from perfsuite.workloads import Workload, model_facts
 
 DEVICE = os.environ.get("PERFSUITE_DDP_TEST_DEVICE", "cpu")

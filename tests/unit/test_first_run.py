@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from perfsuite.options.settings import RawSettings, default_profile, validate_settings
 from perfsuite.records import Case, Measurement, Run
 from perfsuite.render.progress import format_duration, progress_line
 from perfsuite.render.results import render_results, result_rows
-from perfsuite.settings import RawSettings, default_profile, validate_settings
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MODELS = ["resnet18", "bert-base"]

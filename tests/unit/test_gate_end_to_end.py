@@ -158,7 +158,7 @@ def test_a_path_outside_the_project_given_as_a_separate_value_behaves_as_the_equ
 
 
 def test_the_path_options_are_joined_to_their_values_only_when_one_would_move_the_rootdir(tmp_path):
-    from perfsuite.path_options import args_to_run_instead, joined_path_options
+    from perfsuite.options.paths import args_to_run_instead, joined_path_options
 
     args = ["--benchmark-only", "--perf-summary-dir", "/tmp/x", "--perf-baseline-dir=/b", "-q"]
     joined = ["--benchmark-only", "--perf-summary-dir=/tmp/x", "--perf-baseline-dir=/b", "-q"]

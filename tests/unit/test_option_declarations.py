@@ -1,4 +1,4 @@
-"""Each option is declared once (perfsuite.settings.OPTIONS): its declaration alone gives the command line, the
+"""Each option is declared once (perfsuite.options.settings.OPTIONS): its declaration alone gives the command line, the
 pyproject key, the raw value, the parser with its error messages and the Settings field it fills."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite import settings
 from perfsuite.errors import UsageError
 from perfsuite.matrix.cases import MatrixOptions
-from perfsuite.settings import OPTIONS, Derived, Option, RawSettings, Settings, load_settings, whole_number
+from perfsuite.options import settings
+from perfsuite.options.settings import OPTIONS, Derived, Option, RawSettings, Settings, load_settings, whole_number
 
 
 def filled_fields(option: Option) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.settings import OPTIONS, RawSettings, merge_settings
+from perfsuite.options.settings import OPTIONS, RawSettings, merge_settings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 # A value each option accepts in pyproject.toml, so that a key perfsuite rejects there is caught.

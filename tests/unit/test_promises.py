@@ -24,9 +24,9 @@ from hostile_files import fails_after, run_with_memory_cap
 from perfsuite.cli import main as perfsuite
 from perfsuite.coverage.allowlist import AllowlistError, load_allowlist
 from perfsuite.errors import BadFileError, UsageError
+from perfsuite.options.settings import RawSettings, load_settings
 from perfsuite.records import Case, Run
 from perfsuite.run.ddp.ranks import loopback_store
-from perfsuite.settings import RawSettings, load_settings
 from perfsuite.store import jsonfile
 from perfsuite.store.baselines import (
     MAX_STORED_ROUNDS,

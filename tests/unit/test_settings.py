@@ -8,7 +8,7 @@ import pytest
 
 from perfsuite.errors import UsageError
 from perfsuite.matrix.axes import DEFAULT_DTYPES, MODES
-from perfsuite.settings import RawSettings, Settings, load_settings
+from perfsuite.options.settings import RawSettings, Settings, load_settings
 
 WORKLOADS = ["resnet18", "bert-base"]
 
@@ -202,7 +202,7 @@ def test_a_summary_dir_in_a_read_only_folder_is_a_usage_error(tmp_path):
 
 def test_the_default_summary_dir_of_a_read_only_project_is_not_an_error(tmp_path, monkeypatch):
     # A session that measures nothing writes no summary, so a read-only checkout must still run its tests.
-    from perfsuite import settings
+    from perfsuite.options import settings
 
     monkeypatch.setattr(settings.os, "access", lambda path, mode: False)
     assert load(tmp_path).summary_dir == ".perfsuite"
@@ -288,7 +288,7 @@ def test_a_pyproject_that_is_a_folder_is_a_usage_error_not_silently_no_settings(
 
 
 def test_a_pyproject_over_the_size_cap_is_a_usage_error(tmp_path, monkeypatch):
-    from perfsuite import settings
+    from perfsuite.options import settings
 
     monkeypatch.setattr(settings, "MAX_PYPROJECT_BYTES", 64)
     path = pyproject(tmp_path, "# " + "x" * 100)

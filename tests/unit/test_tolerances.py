@@ -7,8 +7,8 @@ import math
 import pytest
 
 from perfsuite.errors import UsageError
+from perfsuite.options.settings import parse_tolerance, parse_tolerance_table, tolerance_for
 from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE
-from perfsuite.settings import parse_tolerance, parse_tolerance_table, tolerance_for
 
 MODELS = ["resnet18", "bert-base"]
 

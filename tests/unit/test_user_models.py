@@ -9,7 +9,7 @@ import torch
 
 import perfsuite.workloads as workloads
 from perfsuite.errors import UsageError
-from perfsuite.settings import read_pyproject
+from perfsuite.options.settings import read_pyproject
 from perfsuite.workloads import Workload, builtin_workloads, default_model_names, register_workload
 from perfsuite.workloads.user import (
     load_installed_workloads,

@@ -1,5 +1,5 @@
-"""The history gate, one of a session's two kinds (`perfsuite.session.SessionJob`; the other is the A/B job):
-each case measured as its test runs (in the pytest process, or the whole plan in worker processes by the first
+"""The history gate, one of a session's two kinds (`perfsuite.session.pytest_session.SessionJob`; the other is the A/B
+job): each case measured as its test runs (in the pytest process, or the whole plan in worker processes by the first
 case's test), judged against this machine's baseline history, recorded when asked, and reported.
 
 It holds the session's state (this machine's identity, baseline files read once, outcomes, verdicts and errors so
@@ -24,6 +24,7 @@ from perfsuite.errors import BadFileError, CaseFailed, CaseSkipped, UsageError
 from perfsuite.judge.explain import Explanation, explain_against_history
 from perfsuite.judge.verdicts import Verdict, judge, pooled_machine_spread
 from perfsuite.matrix.cases import sweep_key, sweep_skip_reason
+from perfsuite.options.settings import Settings, tolerance_for
 from perfsuite.records import BaselineEntry, Case, Failure, Measurement, Outcome, Run, measurement_of
 from perfsuite.render import summary
 from perfsuite.render.progress import process_progress_line
@@ -33,7 +34,6 @@ from perfsuite.render.verdicts import verdict_message
 from perfsuite.run.measure import extra_info, measure, warn_of_memory_growth
 from perfsuite.run.plan import SessionPlan
 from perfsuite.run.processes import Interrupted, measure_in_processes
-from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store import archive, baselines
 from perfsuite.store.archive import ArchivedSession, ArchivedVerdict
 from perfsuite.store.baselines import BaselineFile, IncompatibleHistory

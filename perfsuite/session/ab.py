@@ -31,6 +31,7 @@ from perfsuite.benchmark_fixture import feed_rounds
 from perfsuite.errors import CaseFailed, CaseSkipped, UsageError
 from perfsuite.judge.ab import AB_DEFAULT_TOLERANCE, MAX_BLOCKS, AbVerdict, judge_ab, look
 from perfsuite.judge.explain import Explanation, explain, wants_explanation
+from perfsuite.options.settings import Settings, tolerance_for
 from perfsuite.records import AbMeasurement, AbSide, Case, Measurement, Outcome, WorkloadSource, measurement_of
 from perfsuite.render import ab as render
 from perfsuite.render.progress import ab_progress_line
@@ -47,7 +48,6 @@ from perfsuite.run.ab import (
 from perfsuite.run.measure import extra_info
 from perfsuite.run.plan import SessionPlan
 from perfsuite.run.workers import Workers
-from perfsuite.settings import Settings, tolerance_for
 from perfsuite.store.files import keep_out_of_git, write_text_atomically
 from perfsuite.store.revisions import (
     AbJobLock,
@@ -139,8 +139,9 @@ def check_interpreter(python: str, timeout_s: float = INTERPRETER_TIMEOUT_S) -> 
 
 @dataclass
 class AbJob:
-    """The A/B job, one of a session's two kinds (`perfsuite.session.SessionJob`; the other is the history gate):
-    the sides, and once measured the results and verdicts; `show` writes a line to the terminal while tests run."""
+    """The A/B job, one of a session's two kinds (`perfsuite.session.pytest_session.SessionJob`; the other is the
+    history gate): the sides, and once measured the results and verdicts; `show` writes a line to the terminal
+    while tests run."""
 
     plan: SessionPlan
     settings: Settings

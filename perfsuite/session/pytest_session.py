@@ -1,7 +1,7 @@
 """One pytest session of benchmarks: its plan, made once the cases are collected, and its kind, chosen once: the
-history gate (`perfsuite.gate.Gate`: each case judged against this machine's baselines) or the A/B job
-(`perfsuite.ab.AbJob`: every case measured on head and base and judged head against base). Both take each case as
-its test runs, finish (the files written), report (the terminal's sections) and say whether every file was
+history gate (`perfsuite.session.gate.Gate`: each case judged against this machine's baselines) or the A/B job
+(`perfsuite.session.ab.AbJob`: every case measured on head and base and judged head against base). Both take each case
+as its test runs, finish (the files written), report (the terminal's sections) and say whether every file was
 written (the session's exit status): the steps of `SessionJob`, which the pytest plugin calls through `Session`.
 """
 
@@ -15,15 +15,15 @@ from typing import Any, Protocol
 
 import torch
 
-from perfsuite.ab import AbJob, prepare_ab
-from perfsuite.gate import Gate, current_commit
 from perfsuite.judge.threads import thread_warning
+from perfsuite.options.settings import Settings
 from perfsuite.records import Case, Measurement
 from perfsuite.render.progress import progress_line
 from perfsuite.run.devices import machine_fingerprint
 from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
 from perfsuite.run.side_code import source_folders
-from perfsuite.settings import Settings
+from perfsuite.session.ab import AbJob, prepare_ab
+from perfsuite.session.gate import Gate, current_commit
 from perfsuite.workloads import get_workload
 from perfsuite.workloads.sources import workload_sources
 

@@ -119,6 +119,12 @@ class Option(Generic[T]):
         return f"--perf-{self.key}"
 
     @property
+    def fills_matrix(self) -> bool:
+        """Whether the option fills a field of the case matrix (`matrix.<field>`): it chooses which cases run."""
+        fields = (self.fills,) if isinstance(self.fills, str) else self.fills
+        return any(name.startswith("matrix.") for name in fields)
+
+    @property
     def field_name(self) -> str:
         """The option's name in RawSettings and in the origins of its value: its key with `_` for `-`."""
         return self.key.replace("-", "_")
@@ -248,23 +254,26 @@ def bands(raw: object, where: str, known: Known) -> tuple[float | None, dict[str
 # Every option, declared once: pytest's --perf-* options, `perfsuite list`'s and the keys of [tool.perfsuite], each
 # with its parser, its default and the Settings field it fills. Adding an option is one entry here and its use.
 OPTIONS: tuple[Option[Any], ...] = (
-    Option("device", "comma-separated cpu,cuda,mps (default: every available accelerator, else cpu)",
+    Option("device", f"comma-separated {','.join(DEVICES)} (default: every available accelerator, else cpu)",
            "matrix.devices", names(DEVICES), Derived(lambda known, where: list(known.available_devices))),
-    Option("dtype", "comma-separated fp32,bf16,fp16; bf16/fp16 are autocast mixed precision (default: fp32,bf16)",
+    Option("dtype", f"comma-separated {','.join(DTYPES)}; bf16/fp16 are autocast mixed precision (default: "
+           f"{','.join(DEFAULT_DTYPES)})",
            "matrix.dtypes", names(DTYPES), DEFAULT_DTYPES),
     Option("model", "comma-separated model names, dataloader (the DataLoader cases), or all (default: your own "
            "models where your conftest registers any, else the built-in ones and the DataLoader cases)",
            "matrix.models", models, None),
     Option("batch-size", "comma-separated batch sizes (default: the profile's per model)",
            "matrix.batch_sizes", plain(parse_batch_sizes), None),
-    Option("mode", "comma-separated train,infer or their variants (default: train,infer where the model has them)",
+    Option("mode", f"comma-separated {','.join(MODES)} or their variants (default: {','.join(MODES)} where the "
+           "model has them)",
            "matrix.modes", names(ALL_MODES), MODES),
-    Option("profile", "smoke | standard | full (default: standard where an accelerator runs, smoke on the CPU alone)",
+    Option("profile", f"{' | '.join(PROFILES)} (default: {ACCELERATOR_DEFAULT_PROFILE} where an accelerator runs, "
+           f"{CPU_DEFAULT_PROFILE} on the CPU alone)",
            "matrix.profile", one_name(PROFILES),
            Derived(lambda known, where: default_profile(cast(Sequence[str], known.filled["matrix.devices"])))),
-    Option("compile", "comma-separated eager,inductor,reduce-overhead,cuda-graph: the step as written, through "
-           "torch.compile, through torch.compile's CUDA-graph mode, or replayed as a captured CUDA graph "
-           "(default: eager)", "matrix.compile_modes", names(COMPILE_MODES), DEFAULT_COMPILE_MODES),
+    Option("compile", f"comma-separated {','.join(COMPILE_MODES)}: the step as written, through torch.compile, "
+           "through torch.compile's CUDA-graph mode, or replayed as a captured CUDA graph (default: "
+           f"{','.join(DEFAULT_COMPILE_MODES)})", "matrix.compile_modes", names(COMPILE_MODES), DEFAULT_COMPILE_MODES),
     Option("figure", "what the rounds time: step (steps back to back, the device drained once a round: the time a "
            "training or serving loop sees per step) or latency (one step and a drain a round: what one request "
            "waits); the gate and A/B judge it (default: step)", "figure", one_name(FIGURES), STEP_FIGURE),

@@ -41,7 +41,7 @@ def session_settings(config: pytest.Config) -> settings.Settings:
     """The session's validated settings (command line over [tool.perfsuite] over defaults), read once; benchmark
     modules of their own (tests/benchmarks/test_dataloader.py) size and place their cases by its matrix."""
     if _SETTINGS not in config.stash:
-        cli = settings.RawSettings(**{o.field_name: config.getoption(o.flag) for o in settings.OPTIONS})
+        cli = settings.RawSettings(**{o.raw_name: config.getoption(o.flag) for o in settings.OPTIONS})
         try:
             config.stash[_SETTINGS] = settings.load_settings(
                 cli, config.rootpath / "pyproject.toml", list(registered_workloads()),

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from perfsuite.workloads.user import load_project_workloads
 
     load_project_workloads(Path(args.pyproject), read_pyproject(Path(args.pyproject)))
-    cli = RawSettings(**{option.field_name: getattr(args, option.field_name) for option in LIST_OPTIONS})
+    cli = RawSettings(**{option.raw_name: getattr(args, option.raw_name) for option in LIST_OPTIONS})
     models = model_facts()
     chosen = load_settings(
         cli, Path(args.pyproject), list(models), devices.available_accelerators() or ["cpu"], flag_prefix="--"

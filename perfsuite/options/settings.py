@@ -11,7 +11,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
@@ -97,9 +97,9 @@ Parser = Callable[[object, str, Known], T]
 
 @dataclass(frozen=True)
 class Option(Generic[T]):
-    """One of perfsuite's options, declared once: `--perf-<key>` on pytest's command line and `<key>` in
-    [tool.perfsuite]; `parse` reads a given value into the Settings field `fills` (`matrix.<field>` for a field of
-    the case matrix; two fields where one value fills both), `default` fills it when not given.
+    """One of perfsuite's options, declared once as a field of Settings (`option(...)`): `--perf-<key>` on pytest's
+    command line and `<key>` in [tool.perfsuite]; `parse` reads a given value into the Settings field it `fills`,
+    `default` fills it when not given, and [tool.perfsuite] takes `example` for it.
 
     `help` is argparse help text (a literal percent sign is written %%); `switch` options take no value;
     `table` ones may be a table of per-model or per-benchmark values in [tool.perfsuite.<key>].
@@ -107,11 +107,12 @@ class Option(Generic[T]):
 
     key: str
     help: str
-    fills: str | tuple[str, str]
     parse: Parser[T]
     default: T | Derived[T]
+    example: object
     switch: bool = False
     table: bool = False
+    fills: str = ""  # the Settings field, named where OPTIONS is read from Settings
 
     @property
     def flag(self) -> str:
@@ -120,21 +121,32 @@ class Option(Generic[T]):
 
     @property
     def fills_matrix(self) -> bool:
-        """Whether the option fills a field of the case matrix (`matrix.<field>`): it chooses which cases run."""
-        fields = (self.fills,) if isinstance(self.fills, str) else self.fills
-        return any(name.startswith("matrix.") for name in fields)
+        """Whether the option fills a field of the case matrix (a Settings field named as one of MatrixOptions): it
+        chooses which cases run."""
+        return self.fills in MATRIX_FIELDS
 
     @property
-    def field_name(self) -> str:
+    def raw_name(self) -> str:
         """The option's name in RawSettings and in the origins of its value: its key with `_` for `-`."""
         return self.key.replace("-", "_")
 
-    def filled(self, value: T) -> dict[str, object]:
-        """The Settings fields `value` fills."""
-        if isinstance(self.fills, str):
-            return {self.fills: value}
-        assert isinstance(value, tuple) and len(value) == len(self.fills)
-        return dict(zip(self.fills, value, strict=True))
+
+# The Settings fields that choose the cases: Settings.matrix is made of them.
+MATRIX_FIELDS = tuple(matrix_field.name for matrix_field in fields(MatrixOptions))
+# The key under which a Settings field's metadata holds its Option.
+OPTION = "option"
+
+
+def option(
+    key: str, help: str, parse: Parser[T], default: T | Derived[T], example: object, *, switch: bool = False,
+    table: bool = False,
+) -> T:
+    """Declare a Settings field as an option (see Option); a field of type T to mypy, the dataclass field holding
+    the Option in its metadata at run time (without a default where the default is Derived: validation fills it)."""
+    declared = Option(key, help, parse, default, example, switch, table)
+    if isinstance(default, Derived):
+        return cast(T, field(metadata={OPTION: declared}))
+    return field(default=default, metadata={OPTION: declared})
 
 
 def _one_name(raw: object, valid: Sequence[str], where: str) -> str:
@@ -229,13 +241,13 @@ def whole_number(minimum: int, maximum: int | None = None) -> Parser[int]:
     return lambda raw, where, known: _count(raw, where, minimum, maximum)
 
 
-def models(raw: object, where: str, known: Known) -> list[str]:
+def model_names(raw: object, where: str, known: Known) -> list[str]:
     """Model names this session knows, `dataloader`, or `all` (every model and the DataLoader cases)."""
     chosen = parse_names(raw, ["all", *known.workload_names, DATALOADER_MODEL], where)
     return [*known.workload_names, DATALOADER_MODEL] if "all" in chosen else chosen
 
 
-def isolation(raw: object, where: str, known: Known) -> Isolation:
+def isolation_name(raw: object, where: str, known: Known) -> Isolation:
     return "pass" if _one_name(raw, ISOLATIONS, where) == "pass" else "case"
 
 
@@ -244,100 +256,174 @@ def summary_folder(raw: object, where: str, known: Known) -> str:
     return _writable_folder(_path_text(raw, where), where, known.project_root, chosen=True)
 
 
-def bands(raw: object, where: str, known: Known) -> tuple[float | None, dict[str, float]]:
+@dataclass(frozen=True)
+class Bands:
+    """A tolerance option's value: one band for every case (`every_case`: a number, from the command line or
+    pyproject.toml), or bands by model or benchmark id (`by_name`: a table in pyproject.toml)."""
+
+    every_case: float | None = None
+    by_name: Mapping[str, float] = field(default_factory=dict)
+
+
+def bands(raw: object, where: str, known: Known) -> Bands:
     """A band for every case (a number, or text such as 10%), or a table of bands per model or benchmark id."""
     if isinstance(raw, Mapping):
-        return None, parse_tolerance_table(raw, where, known.workload_names)
-    return parse_tolerance(raw, where), {}
+        return Bands(by_name=parse_tolerance_table(raw, where, known.workload_names))
+    return Bands(every_case=parse_tolerance(raw, where))
 
 
-# Every option, declared once: pytest's --perf-* options, `perfsuite list`'s and the keys of [tool.perfsuite], each
-# with its parser, its default and the Settings field it fills. Adding an option is one entry here and its use.
-OPTIONS: tuple[Option[Any], ...] = (
-    Option("device", f"comma-separated {','.join(DEVICES)} (default: every available accelerator, else cpu)",
-           "matrix.devices", names(DEVICES), Derived(lambda known, where: list(known.available_devices))),
-    Option("dtype", f"comma-separated {','.join(DTYPES)}; bf16/fp16 are autocast mixed precision (default: "
-           f"{','.join(DEFAULT_DTYPES)})",
-           "matrix.dtypes", names(DTYPES), DEFAULT_DTYPES),
-    Option("model", "comma-separated model names, dataloader (the DataLoader cases), or all (default: your own "
-           "models where your conftest registers any, else the built-in ones and the DataLoader cases)",
-           "matrix.models", models, None),
-    Option("batch-size", "comma-separated batch sizes (default: the profile's per model)",
-           "matrix.batch_sizes", plain(parse_batch_sizes), None),
-    Option("mode", f"comma-separated {','.join(MODES)} or their variants (default: {','.join(MODES)} where the "
-           "model has them)",
-           "matrix.modes", names(ALL_MODES), MODES),
-    Option("profile", f"{' | '.join(PROFILES)} (default: {ACCELERATOR_DEFAULT_PROFILE} where an accelerator runs, "
-           f"{CPU_DEFAULT_PROFILE} on the CPU alone)",
-           "matrix.profile", one_name(PROFILES),
-           Derived(lambda known, where: default_profile(cast(Sequence[str], known.filled["matrix.devices"])))),
-    Option("compile", f"comma-separated {','.join(COMPILE_MODES)}: the step as written, through torch.compile, "
-           "through torch.compile's CUDA-graph mode, or replayed as a captured CUDA graph (default: "
-           f"{','.join(DEFAULT_COMPILE_MODES)})", "matrix.compile_modes", names(COMPILE_MODES), DEFAULT_COMPILE_MODES),
-    Option("figure", "what the rounds time: step (steps back to back, the device drained once a round: the time a "
-           "training or serving loop sees per step) or latency (one step and a drain a round: what one request "
-           "waits); the gate and A/B judge it (default: step)", "figure", one_name(FIGURES), STEP_FIGURE),
-    Option("warmup", f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})",
-           "warmup_steps", whole_number(0, MAX_WARMUP_STEPS), DEFAULT_WARMUP_STEPS),
-    Option("processes", "measure every case in K fresh processes, interleaved across cases (default: 1, in the "
-           f"pytest process); the gate judges runs, so K >= 3 calibrates it; an A/B job starts K warm processes "
-           f"(each holding both sides where it can, else K process pairs) and measures every case in at least K "
-           f"blocks (default {AB_DEFAULT_PAIRS}, at least {MIN_AB_PAIRS})",
-           "processes", whole_number(1, MAX_PROCESSES),
-           Derived(lambda known, where: AB_DEFAULT_PAIRS if known.ab else 1)),
-    Option("isolation", "with --perf-processes: case (a fresh process per case, the default) or pass (one process "
-           "per shuffled pass over all cases, the default of an A/B job: one pair of processes per pass)",
-           "isolation", isolation, Derived(lambda known, where: "pass" if known.ab else "case")),
-    Option("threads", "torch CPU threads in each measuring process (default: torch's)",
-           "threads", whole_number(1), None),
-    Option("ddp-processes", "processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu)",
-           "ddp_processes", whole_number(1), None),
-    Option("update-baseline", "append this session's runs to each case's baseline history (others are kept)",
-           "update_baseline", plain(_switch), False, switch=True),
-    Option("rebaseline", "start the baseline history of each case run over (after a torch upgrade, say); an "
-           "unreadable baseline file is moved aside first",
-           "rebaseline", plain(_switch), False, switch=True),
-    Option("on-change", "fail | warn: what a case changed against its history (model, inputs, torch, threads, "
-           "machine) does to the gate (default: fail, naming what changed)", "change_fails", fails, True),
-    Option("on-inconclusive", "fail | warn: what an A/B verdict that could not judge (its floor wider than the band) "
-           "does to the job (default: fail, saying what would judge it: a verdict that cannot judge is not a pass)",
-           "inconclusive_fails", fails, True),
-    Option("on-no-base", "fail | warn: what a model the A/B base does not have (a pull request that adds it) does to "
-           "the job (default: warn: the other models are judged and it reads 'no base', never a pass)",
-           "no_base_fails", fails, False),
-    Option("machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)",
-           "machine", plain(_machine_name), None),
-    Option("baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)",
-           "baseline_dir", plain(_path_text), DEFAULT_BASELINE_DIR),
-    Option("summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)",
-           "summary_dir", summary_folder, Derived(lambda known, where: _writable_folder(
-               DEFAULT_SUMMARY_DIR, where, known.project_root, chosen=False))),
-    Option("ab", "A/B in one job: measure every case on this working tree (head) and on BASE, a git revision "
-           "(main, origin/main, a commit, HEAD~1, or merge-base: the merge base of HEAD with the default branch), "
-           "side by side in alternating windows, and judge head against base (no baselines read or written)",
-           "ab_revision", plain(_ab_text), None),
-    Option("ab-python", "A/B against another interpreter (PATH of its python, e.g. with another torch): the base "
-           "side runs there, on BASE's code with --perf-ab, else on this working tree",
-           "ab_python", plain(_ab_text), None),
-    Option("ab-budget", "seconds an A/B job may spend measuring: each case gets blocks until it is decided, and "
-           f"further rounds stop when the next would not fit (default {AB_DEFAULT_BUDGET_S:.0f}); a case still open "
-           "then is inconclusive, saying how much more would decide it",
-           "ab_budget_s", plain(_seconds), AB_DEFAULT_BUDGET_S),
-    Option("ab-explain", "all | changed | none: which A/B cases get an op-level explanation, profiled on both "
-           "sides after the timed windows and diffed (ops whose calls changed, new or gone ops, the ops that account "
-           "for the change; default: changed, the regressed and improved ones)",
-           "ab_explain", one_name(EXPLAIN), "changed"),
-    Option("history-explain", "all | changed | none: which cases judged against their history get an op-level "
-           "explanation against the history's last op summary (default: changed, the regressed and improved ones); "
-           "all and changed profile a few steps of every case after its timed rounds, and a recording session "
-           "stores that summary beside the runs; none profiles nothing",
-           "history_explain", one_name(EXPLAIN), "changed"),
-    Option("tolerance", "time band for every case, e.g. 0.15 or 15%% (default 0.10, or [tool.perfsuite.tolerance] "
-           "per model or benchmark id)", ("cli_tolerance", "tolerances"), bands, (None, {}), table=True),
-    Option("memory-tolerance", "memory band, e.g. 0.10 (default 0.10, or [tool.perfsuite.memory-tolerance] per "
-           "model or benchmark id)", ("cli_memory_tolerance", "memory_tolerances"), bands, (None, {}), table=True),
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Every choice of a session, validated. Every field but `given` (the keys of the options given) is one of
+    perfsuite's options, declared once here: `option(key, help, parser, default, example)` gives pytest's
+    `--perf-<key>`, `perfsuite list`'s options (those of the matrix), the key of [tool.perfsuite], its parser with
+    its error messages, its default and the field's type; OPTIONS lists them in this order. Adding an option is one
+    field here and its use. Paths are as given (relative to the project root unless absolute).
+
+    The matrix fields (`matrix`) choose the cases. `processes` is how many fresh processes measure each case (1: in
+    the pytest process), with `isolation` (a fresh process per case, or per pass over all cases); `threads` torch's
+    CPU threads in each (None: torch's default); `ddp_processes` the processes of a train-ddp step (None: one per CUDA
+    GPU, 2 on the CPU); `machine` names this machine's baseline files instead of the hardware. Tolerances: one band
+    for every case, else the per-id/per-model tables (Bands). `update_baseline` appends this session's runs to the
+    histories, `rebaseline` starts them over. `change_fails`: a case changed against its history fails the gate (else
+    it is a warning). `ab_revision` and `ab_python` make the session an A/B job (head against a base revision and/or
+    interpreter), with `processes` pairs of processes; `inconclusive_fails`: an A/B verdict that could not judge fails
+    the job (else it is a warning); `no_base_fails`: a model the base does not have fails the job (else it reads 'no
+    base' and the others are judged); `ab_explain` which A/B cases get an op-level explanation (all, changed or none);
+    `history_explain` which cases judged against their history get one (all, changed or none; anything but none
+    profiles every case's ops after its rounds, and a recording session stores them).
+    """
+
+    devices: Sequence[str] = option(
+        "device", f"comma-separated {','.join(DEVICES)} (default: every available accelerator, else cpu)",
+        names(DEVICES), Derived(lambda known, where: list(known.available_devices)), example="cpu")
+    dtypes: Sequence[str] = option(
+        "dtype", f"comma-separated {','.join(DTYPES)}; bf16/fp16 are autocast mixed precision (default: "
+        f"{','.join(DEFAULT_DTYPES)})", names(DTYPES), DEFAULT_DTYPES, example="fp32")
+    models: Sequence[str] | None = option(
+        "model", "comma-separated model names, dataloader (the DataLoader cases), or all (default: your own "
+        "models where your conftest registers any, else the built-in ones and the DataLoader cases)",
+        model_names, None, example="all")
+    batch_sizes: Sequence[int] | None = option(
+        "batch-size", "comma-separated batch sizes (default: the profile's per model)", plain(parse_batch_sizes),
+        None, example="2")
+    modes: Sequence[str] = option(
+        "mode", f"comma-separated {','.join(MODES)} or their variants (default: {','.join(MODES)} where the "
+        "model has them)", names(ALL_MODES), MODES, example="infer")
+    profile: str = option(
+        "profile", f"{' | '.join(PROFILES)} (default: {ACCELERATOR_DEFAULT_PROFILE} where an accelerator runs, "
+        f"{CPU_DEFAULT_PROFILE} on the CPU alone)", one_name(PROFILES),
+        Derived(lambda known, where: default_profile(cast(Sequence[str], known.filled["devices"]))), example="smoke")
+    compile_modes: Sequence[str] = option(
+        "compile", f"comma-separated {','.join(COMPILE_MODES)}: the step as written, through torch.compile, "
+        "through torch.compile's CUDA-graph mode, or replayed as a captured CUDA graph (default: "
+        f"{','.join(DEFAULT_COMPILE_MODES)})", names(COMPILE_MODES), DEFAULT_COMPILE_MODES, example="eager")
+    figure: str = option(
+        "figure", "what the rounds time: step (steps back to back, the device drained once a round: the time a "
+        "training or serving loop sees per step) or latency (one step and a drain a round: what one request "
+        "waits); the gate and A/B judge it (default: step)", one_name(FIGURES), STEP_FIGURE, example="step")
+    warmup_steps: int = option(
+        "warmup", f"untimed warm-up steps per case (default: {DEFAULT_WARMUP_STEPS})",
+        whole_number(0, MAX_WARMUP_STEPS), DEFAULT_WARMUP_STEPS, example=1)
+    processes: int = option(
+        "processes", "measure every case in K fresh processes, interleaved across cases (default: 1, in the "
+        f"pytest process); the gate judges runs, so K >= 3 calibrates it; an A/B job starts K warm processes "
+        f"(each holding both sides where it can, else K process pairs) and measures every case in at least K "
+        f"blocks (default {AB_DEFAULT_PAIRS}, at least {MIN_AB_PAIRS})",
+        whole_number(1, MAX_PROCESSES), Derived(lambda known, where: AB_DEFAULT_PAIRS if known.ab else 1), example=3)
+    isolation: Isolation = option(
+        "isolation", "with --perf-processes: case (a fresh process per case, the default) or pass (one process "
+        "per shuffled pass over all cases, the default of an A/B job: one pair of processes per pass)",
+        isolation_name, Derived(lambda known, where: "pass" if known.ab else "case"), example="pass")
+    threads: int | None = option(
+        "threads", "torch CPU threads in each measuring process (default: torch's)", whole_number(1), None,
+        example=1)
+    ddp_processes: int | None = option(
+        "ddp-processes", "processes of a train-ddp case, one device each (default: one per CUDA GPU, 2 on cpu)",
+        whole_number(1), None, example=2)
+    update_baseline: bool = option(
+        "update-baseline", "append this session's runs to each case's baseline history (others are kept)",
+        plain(_switch), False, example=True, switch=True)
+    rebaseline: bool = option(
+        "rebaseline", "start the baseline history of each case run over (after a torch upgrade, say); an "
+        "unreadable baseline file is moved aside first", plain(_switch), False, example=False, switch=True)
+    change_fails: bool = option(
+        "on-change", "fail | warn: what a case changed against its history (model, inputs, torch, threads, "
+        "machine) does to the gate (default: fail, naming what changed)", fails, True, example="warn")
+    inconclusive_fails: bool = option(
+        "on-inconclusive", "fail | warn: what an A/B verdict that could not judge (its floor wider than the band) "
+        "does to the job (default: fail, saying what would judge it: a verdict that cannot judge is not a pass)",
+        fails, True, example="warn")
+    no_base_fails: bool = option(
+        "on-no-base", "fail | warn: what a model the A/B base does not have (a pull request that adds it) does to "
+        "the job (default: warn: the other models are judged and it reads 'no base', never a pass)",
+        fails, False, example="fail")
+    machine: str | None = option(
+        "machine", "name this machine's baseline files, e.g. ci-m2-max (default: from the hardware)",
+        plain(_machine_name), None, example="ci-m2")
+    baseline_dir: str = option(
+        "baseline-dir", "where baselines live (default: baselines/ beside pyproject.toml)",
+        plain(_path_text), DEFAULT_BASELINE_DIR, example="baselines")
+    summary_dir: str = option(
+        "summary-dir", "where the verdicts go as summary.json and summary.md (default: .perfsuite/)",
+        summary_folder, Derived(lambda known, where: _writable_folder(
+            DEFAULT_SUMMARY_DIR, where, known.project_root, chosen=False)), example=".perfsuite")
+    ab_revision: str | None = option(
+        "ab", "A/B in one job: measure every case on this working tree (head) and on BASE, a git revision "
+        "(main, origin/main, a commit, HEAD~1, or merge-base: the merge base of HEAD with the default branch), "
+        "side by side in alternating windows, and judge head against base (no baselines read or written)",
+        plain(_ab_text), None, example="merge-base")
+    ab_python: str | None = option(
+        "ab-python", "A/B against another interpreter (PATH of its python, e.g. with another torch): the base "
+        "side runs there, on BASE's code with --perf-ab, else on this working tree",
+        plain(_ab_text), None, example="/usr/bin/python3")
+    ab_budget_s: float = option(
+        "ab-budget", "seconds an A/B job may spend measuring: each case gets blocks until it is decided, and "
+        f"further rounds stop when the next would not fit (default {AB_DEFAULT_BUDGET_S:.0f}); a case still open "
+        "then is inconclusive, saying how much more would decide it",
+        plain(_seconds), AB_DEFAULT_BUDGET_S, example=120)
+    ab_explain: str = option(
+        "ab-explain", "all | changed | none: which A/B cases get an op-level explanation, profiled on both "
+        "sides after the timed windows and diffed (ops whose calls changed, new or gone ops, the ops that account "
+        "for the change; default: changed, the regressed and improved ones)",
+        one_name(EXPLAIN), "changed", example="all")
+    history_explain: str = option(
+        "history-explain", "all | changed | none: which cases judged against their history get an op-level "
+        "explanation against the history's last op summary (default: changed, the regressed and improved ones); "
+        "all and changed profile a few steps of every case after its timed rounds, and a recording session "
+        "stores that summary beside the runs; none profiles nothing",
+        one_name(EXPLAIN), "changed", example="none")
+    tolerance: Bands = option(
+        "tolerance", "time band for every case, e.g. 0.15 or 15%% (default 0.10, or [tool.perfsuite.tolerance] "
+        "per model or benchmark id)", bands, Bands(), example=0.1, table=True)
+    memory_tolerance: Bands = option(
+        "memory-tolerance", "memory band, e.g. 0.10 (default 0.10, or [tool.perfsuite.memory-tolerance] per "
+        "model or benchmark id)", bands, Bands(), example=0.2, table=True)
+    given: frozenset[str] = frozenset()
+
+    @property
+    def matrix(self) -> MatrixOptions:
+        """The options that choose the cases."""
+        return MatrixOptions(**{name: getattr(self, name) for name in MATRIX_FIELDS})
+
+    @property
+    def ab(self) -> bool:
+        """Whether this session is an A/B job."""
+        return self.ab_revision is not None or self.ab_python is not None
+
+    @property
+    def profile_chosen(self) -> bool:
+        """Whether the profile was given (else it follows the devices: `default_profile`)."""
+        return "profile" in self.given
+
+
+# Every option in its declaration's order: pytest's --perf-* options, `perfsuite list`'s and the keys of
+# [tool.perfsuite].
+OPTIONS: tuple[Option[Any], ...] = tuple(
+    replace(settings_field.metadata[OPTION], fills=settings_field.name)
+    for settings_field in fields(Settings) if OPTION in settings_field.metadata
 )
-OPTION_NAMES = {option.field_name: option for option in OPTIONS}
+OPTION_NAMES = {declared.raw_name: declared for declared in OPTIONS}
 
 
 class RawSettings:
@@ -369,63 +455,6 @@ class RawSettings:
 
     def __repr__(self) -> str:
         return f"RawSettings({', '.join(f'{name}={value!r}' for name, value in self.given.items())})"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Every choice of a session, validated; each field is filled by one option of OPTIONS (its `fills`), except
-    `given`, the keys of the options given. Paths are as given (relative to the project root unless absolute).
-
-    `processes` is how many fresh processes measure each case (1: in the pytest process), with `isolation`
-    (a fresh process per case, or per pass over all cases); `threads` torch's
-    CPU threads in each (None: torch's default); `ddp_processes` the processes of a train-ddp step (None:
-    one per CUDA GPU, 2 on the CPU); `machine` names this machine's baseline files instead of the hardware.
-    Tolerances: one band for every case (`cli_tolerance`, from the command line or a number in pyproject.toml),
-    else the per-id/per-model tables. `update_baseline` appends this session's runs to the histories, `rebaseline`
-    starts them over. `change_fails`: a case changed against its history fails the gate (else it is a warning).
-    `ab_revision` and `ab_python` make the session an A/B job (head against a base revision and/or interpreter),
-    with `processes` pairs of processes; `inconclusive_fails`: an A/B verdict that could not judge fails the job
-    (else it is a warning); `no_base_fails`: a model the base does not have fails the job (else it reads 'no base'
-    and the others are judged); `ab_explain` which A/B cases get an op-level explanation (all, changed or none);
-    `history_explain` which cases judged against their history get one (all, changed or none; anything but none
-    profiles every case's ops after its rounds, and a recording session stores them).
-    """
-
-    matrix: MatrixOptions
-    warmup_steps: int = DEFAULT_WARMUP_STEPS
-    processes: int = 1
-    threads: int | None = None
-    ddp_processes: int | None = None
-    machine: str | None = None
-    baseline_dir: str = DEFAULT_BASELINE_DIR
-    summary_dir: str = DEFAULT_SUMMARY_DIR
-    cli_tolerance: float | None = None
-    cli_memory_tolerance: float | None = None
-    tolerances: Mapping[str, float] = field(default_factory=dict)
-    memory_tolerances: Mapping[str, float] = field(default_factory=dict)
-    isolation: Isolation = "case"
-    figure: str = STEP_FIGURE
-    update_baseline: bool = False
-    rebaseline: bool = False
-    change_fails: bool = True
-    inconclusive_fails: bool = True
-    no_base_fails: bool = False
-    ab_revision: str | None = None
-    ab_python: str | None = None
-    ab_budget_s: float = AB_DEFAULT_BUDGET_S
-    ab_explain: str = "changed"
-    history_explain: str = "changed"
-    given: frozenset[str] = frozenset()
-
-    @property
-    def ab(self) -> bool:
-        """Whether this session is an A/B job."""
-        return self.ab_revision is not None or self.ab_python is not None
-
-    @property
-    def profile_chosen(self) -> bool:
-        """Whether the profile was given (else it follows the devices: `default_profile`)."""
-        return "profile" in self.given
 
 
 def read_pyproject(pyproject: Path) -> dict[str, Any]:
@@ -460,7 +489,7 @@ def merge_settings(
     A key is an option's name without `--perf-` (`batch-size`); the underscore spelling (`batch_size`) is read
     too, but not both at once. Unknown keys are an error: a misspelt key would otherwise change nothing, silently.
     """
-    spellings = {spelling: option for option in OPTIONS for spelling in {option.key, option.field_name}}
+    spellings = {spelling: option for option in OPTIONS for spelling in {option.key, option.raw_name}}
     unknown = sorted(k for k in table if k not in spellings)
     if unknown:
         raise UsageError(
@@ -470,15 +499,15 @@ def merge_settings(
     values: dict[str, object] = {}
     origins: dict[str, str] = {}
     for option in OPTIONS:
-        given = cli.given.get(option.field_name)
-        in_table = [spelling for spelling in dict.fromkeys((option.key, option.field_name)) if spelling in table]
+        given = cli.given.get(option.raw_name)
+        in_table = [spelling for spelling in dict.fromkeys((option.key, option.raw_name)) if spelling in table]
         if len(in_table) > 1:
             raise UsageError(f"{source} [tool.perfsuite]: {' and '.join(in_table)} are one key; keep {option.key}")
         if given is not None:
-            values[option.field_name], origins[option.field_name] = given, f"{flag_prefix}{option.key}"
+            values[option.raw_name], origins[option.raw_name] = given, f"{flag_prefix}{option.key}"
         elif in_table:
             key = in_table[0]
-            values[option.field_name], origins[option.field_name] = table[key], f"{source} [tool.perfsuite] {key}"
+            values[option.raw_name], origins[option.raw_name] = table[key], f"{source} [tool.perfsuite] {key}"
     return RawSettings(**values), origins
 
 
@@ -507,23 +536,21 @@ def validate_settings(
     session writes them), so nothing is measured before a bad one is found."""
 
     def where(option: Option[Any]) -> str:
-        return origins.get(option.field_name, option.flag)
+        return origins.get(option.raw_name, option.flag)
 
     known = Known(workload_names, available_devices, project_root)
-    filled: dict[str, Any] = {}  # typed by each option's parser; Settings' own types are checked by the tests
+    filled: dict[str, Any] = {}  # typed by each option's parser, which mypy checks against its Settings field
     for option in OPTIONS:
-        value = raw.given.get(option.field_name)
+        value = raw.given.get(option.raw_name)
         if value is not None:
-            filled |= option.filled(option.parse(value, where(option), known))
+            filled[option.fills] = option.parse(value, where(option), known)
         elif not isinstance(option.default, Derived):
-            filled |= option.filled(option.default)
+            filled[option.fills] = option.default
     for option in OPTIONS:
-        if option.field_name not in raw.given and isinstance(option.default, Derived):
-            filled |= option.filled(option.default.rule(replace(known, filled=filled), where(option)))
-    matrix = MatrixOptions(**{name.removeprefix("matrix."): filled.pop(name) for name in list(filled)
-                              if name.startswith("matrix.")})
-    given = frozenset(option.key for option in OPTIONS if option.field_name in raw.given)
-    chosen = Settings(matrix=matrix, given=given, **filled)
+        if option.raw_name not in raw.given and isinstance(option.default, Derived):
+            filled[option.fills] = option.default.rule(replace(known, filled=filled), where(option))
+    given = frozenset(option.key for option in OPTIONS if option.raw_name in raw.given)
+    chosen = Settings(given=given, **filled)
     check_combination(chosen, lambda key: where(OPTION_NAMES[key]))
     return chosen
 

@@ -187,7 +187,7 @@ class AbJob:
 
     def tolerance(self, case: Case) -> float:
         settings = self.settings
-        return tolerance_for(case.benchmark_id, case.model, settings.tolerances, settings.cli_tolerance,
+        return tolerance_for(case.benchmark_id, case.model, settings.tolerance.by_name, settings.tolerance.every_case,
                              default=AB_DEFAULT_TOLERANCE)
 
     def check(self) -> None:
@@ -275,7 +275,8 @@ class AbJob:
             self.verdicts[key] = judge_ab(
                 self.results.measurements.get(key, AbMeasurement(case, ())), self.results.failures.get(key, []),
                 self.tolerance(case),
-                tolerance_for(key, case.model, settings.memory_tolerances, settings.cli_memory_tolerance,
+                tolerance_for(key, case.model, settings.memory_tolerance.by_name,
+                              settings.memory_tolerance.every_case,
                               memory=True),
                 family_size=family_size, budget_s=self.settings.ab_budget_s,
                 interrupted=key in self.results.interrupted, no_base=self.no_base.get(case.model),

@@ -164,9 +164,11 @@ class Gate:
             if not self.settings.rebaseline:
                 raise
             stored = None
-        tolerance = tolerance_for(case.benchmark_id, case.model, self.settings.tolerances, self.settings.cli_tolerance)
+        tolerance = tolerance_for(case.benchmark_id, case.model, self.settings.tolerance.by_name,
+                                  self.settings.tolerance.every_case)
         memory_tolerance = tolerance_for(
-            case.benchmark_id, case.model, self.settings.memory_tolerances, self.settings.cli_memory_tolerance,
+            case.benchmark_id, case.model, self.settings.memory_tolerance.by_name,
+            self.settings.memory_tolerance.every_case,
             memory=True,
         )
         entries = stored.entries if stored else {}

@@ -48,7 +48,7 @@ def test_list_takes_the_matrix_options_and_ddp_processes_with_their_declared_hel
     matrix_options = [o for o in OPTIONS if o.fills_matrix]
     assert [o.key for o in matrix_options] == ["device", "dtype", "model", "batch-size", "mode", "profile", "compile"]
     for option in [*matrix_options, next(o for o in OPTIONS if o.key == "ddp-processes")]:
-        assert actions[option.field_name].help == option.help
+        assert actions[option.raw_name].help == option.help
     assert ",".join(COMPILE_MODES) in actions["compile"].help
     assert "warmup" not in actions
 

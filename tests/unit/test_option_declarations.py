@@ -1,5 +1,5 @@
-"""Each option is declared once (perfsuite.options.settings.OPTIONS): its declaration alone gives the command line, the
-pyproject key, the raw value, the parser with its error messages and the Settings field it fills."""
+"""Each option is declared once, as a field of perfsuite.options.settings.Settings: its declaration alone gives the
+command line, the pyproject key, the raw value, the parser with its error messages and the Settings field it fills."""
 
 from __future__ import annotations
 
@@ -10,29 +10,31 @@ from pathlib import Path
 import pytest
 
 from perfsuite.errors import UsageError
+from perfsuite.matrix.axes import DEFAULT_COMPILE_MODES, MODES
 from perfsuite.matrix.cases import MatrixOptions
 from perfsuite.options import settings
-from perfsuite.options.settings import OPTIONS, Derived, Option, RawSettings, Settings, load_settings, whole_number
+from perfsuite.options.settings import OPTIONS, Derived, RawSettings, Settings, load_settings, whole_number
 
 
-def filled_fields(option: Option) -> tuple[str, ...]:
-    return (option.fills,) if isinstance(option.fills, str) else option.fills
+def test_every_settings_field_but_given_is_declared_as_an_option():
+    declared = [option.fills for option in OPTIONS]
+    assert declared == [f.name for f in dataclasses.fields(Settings) if f.name != "given"]
 
 
-def test_every_settings_field_is_filled_by_exactly_one_option():
-    filled = [name for option in OPTIONS for name in filled_fields(option)]
-    expected = [f.name for f in dataclasses.fields(Settings) if f.name not in ("matrix", "given")]
-    expected += [f"matrix.{f.name}" for f in dataclasses.fields(MatrixOptions)]
-    assert sorted(filled) == sorted(expected)
+def test_the_matrix_options_are_the_settings_fields_named_as_the_matrix_fields(tmp_path):
+    given = RawSettings(device="cpu", dtype="bf16", batch_size="4")
+    chosen = load_settings(given, tmp_path / "absent.toml", ["mlp"], ["cpu"])
+    assert chosen.matrix == MatrixOptions(["cpu"], ["bf16"], None, [4], MODES, "smoke", DEFAULT_COMPILE_MODES)
+    assert [option.fills for option in OPTIONS if option.fills_matrix] == [
+        f.name for f in dataclasses.fields(MatrixOptions)
+    ]
 
 
-def test_a_plain_default_is_the_default_of_the_field_it_fills():
-    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-                for f in dataclasses.fields(Settings)}
-    defaults |= {f"matrix.{f.name}": f.default for f in dataclasses.fields(MatrixOptions)}
+def test_a_plain_default_is_the_settings_field_default_and_a_derived_one_leaves_the_field_required():
+    defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
     for option in OPTIONS:
-        if not isinstance(option.default, Derived):
-            assert option.filled(option.default) == {name: defaults[name] for name in filled_fields(option)}, option.key
+        expected = dataclasses.MISSING if isinstance(option.default, Derived) else option.default
+        assert defaults[option.fills] == expected, option.key
 
 
 def test_raw_settings_refuse_a_name_that_is_no_option():
@@ -44,7 +46,7 @@ def test_an_option_declared_once_is_read_from_the_command_line_and_pyproject_wit
     threads = next(option for option in OPTIONS if option.key == "threads")
     renamed = replace(threads, key="torch-threads", parse=whole_number(1, 8))
     monkeypatch.setattr(settings, "OPTIONS", tuple(renamed if o is threads else o for o in OPTIONS))
-    monkeypatch.setattr(settings, "OPTION_NAMES", {o.field_name: o for o in settings.OPTIONS})
+    monkeypatch.setattr(settings, "OPTION_NAMES", {o.raw_name: o for o in settings.OPTIONS})
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text("[tool.perfsuite]\ntorch-threads = 2\n")
     assert load_settings(RawSettings(), pyproject, ["resnet18"], ["cpu"]).threads == 2

@@ -7,19 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from perfsuite.options.settings import OPTIONS, RawSettings, merge_settings
+from perfsuite.options.readme import options_table, readme_table
+from perfsuite.options.settings import OPTIONS, Known, RawSettings, merge_settings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-# A value each option accepts in pyproject.toml, so that a key perfsuite rejects there is caught.
-TOML_VALUES = {
-    "device": "cpu", "dtype": "fp32", "model": "all", "batch-size": "2", "mode": "infer", "profile": "smoke",
-    "compile": "eager", "figure": "step", "warmup": 1, "processes": 3, "isolation": "pass", "threads": 1,
-    "ddp-processes": 2, "update-baseline": True, "rebaseline": False, "on-change": "warn", "on-inconclusive": "warn",
-    "on-no-base": "fail", "machine": "ci-m2",
-    "baseline-dir": "baselines", "summary-dir": ".perfsuite", "tolerance": 0.1, "memory-tolerance": 0.2,
-    "ab": "merge-base", "ab-python": "/usr/bin/python3", "ab-budget": 120, "ab-explain": "all",
-    "history-explain": "none",
-}
 
 
 def test_pytest_help_prints_every_perfsuite_option(tmp_path):
@@ -33,19 +24,21 @@ def test_pytest_help_prints_every_perfsuite_option(tmp_path):
     assert not missing
 
 
-def test_the_readme_option_table_names_every_option():
-    table = README.read_text(encoding="utf-8").split("| option | values | default |", 1)[1].split("\n\n", 1)[0]
-    documented = set(re.findall(r"`(--perf-[a-z-]+)`", table))
-    assert {option.flag for option in OPTIONS} - documented == set()
+def test_the_readme_option_table_is_the_one_made_from_the_declarations():
+    table = readme_table(README.read_text(encoding="utf-8"))
+    assert table == options_table(), "run python -m perfsuite.options.readme README.md and commit README.md"
 
 
-def test_the_values_used_here_cover_every_option():
-    assert set(TOML_VALUES) == {option.key for option in OPTIONS}
+def test_the_readme_option_table_names_every_option_once_with_its_help():
+    table = options_table()
+    assert re.findall(r"^\| `(--perf-[a-z-]+)` \|", table, flags=re.MULTILINE) == [option.flag for option in OPTIONS]
+    assert "| `--perf-profile` | smoke \\| standard \\| full (default: standard" in table
+    assert "e.g. 0.15 or 15% (default 0.10" in table
 
 
-@pytest.mark.parametrize("key", sorted(TOML_VALUES))
-def test_every_option_is_settable_in_pyproject(key):
-    raw, origins = merge_settings(RawSettings(), {key: TOML_VALUES[key]}, "pyproject.toml")
-    field_name = key.replace("-", "_")
-    assert getattr(raw, field_name) == TOML_VALUES[key]
-    assert origins[field_name] == f"pyproject.toml [tool.perfsuite] {key}"
+@pytest.mark.parametrize("option", OPTIONS, ids=lambda option: option.key)
+def test_every_option_is_settable_in_pyproject_with_its_declared_example(option, tmp_path):
+    raw, origins = merge_settings(RawSettings(), {option.key: option.example}, "pyproject.toml")
+    assert getattr(raw, option.raw_name) == option.example
+    assert origins[option.raw_name] == f"pyproject.toml [tool.perfsuite] {option.key}"
+    assert option.parse(option.example, origins[option.raw_name], Known(["resnet18"], ["cpu"], tmp_path)) is not None

@@ -8,7 +8,7 @@ import pytest
 
 from perfsuite.errors import UsageError
 from perfsuite.matrix.axes import DEFAULT_DTYPES, MODES
-from perfsuite.options.settings import RawSettings, Settings, load_settings
+from perfsuite.options.settings import Bands, RawSettings, Settings, load_settings
 
 WORKLOADS = ["resnet18", "bert-base"]
 
@@ -34,7 +34,8 @@ def usage_error(tmp_path: Path, table: str) -> str:
 
 def test_without_pyproject_the_defaults_apply(tmp_path):
     settings = load_settings(RawSettings(), tmp_path / "absent.toml", WORKLOADS, ["cpu", "mps"])
-    assert settings == Settings(matrix=settings.matrix)
+    assert settings == Settings(devices=["cpu", "mps"], profile="standard", processes=1, isolation="case",
+                                summary_dir=".perfsuite")
     assert (settings.warmup_steps, settings.processes, settings.baseline_dir) == (3, 1, "baselines")
 
 
@@ -138,28 +139,28 @@ def test_the_flag_prefix_names_the_flag_as_the_command_spells_it(tmp_path):
 
 
 def test_a_command_line_tolerance_in_percent_is_a_fraction(tmp_path):
-    assert load(tmp_path, cli=RawSettings(tolerance="10%")).cli_tolerance == pytest.approx(0.10)
+    assert load(tmp_path, cli=RawSettings(tolerance="10%")).tolerance.every_case == pytest.approx(0.10)
 
 
 def test_a_command_line_memory_tolerance_is_read(tmp_path):
-    assert load(tmp_path, cli=RawSettings(memory_tolerance="0.25")).cli_memory_tolerance == 0.25
+    assert load(tmp_path, cli=RawSettings(memory_tolerance="0.25")).memory_tolerance.every_case == 0.25
 
 
 def test_with_no_tolerance_given_there_is_no_band_and_no_table(tmp_path):
     settings = load(tmp_path)
-    assert (settings.cli_tolerance, settings.cli_memory_tolerance, settings.tolerances) == (None, None, {})
+    assert (settings.tolerance, settings.memory_tolerance) == (Bands(None, {}), Bands(None, {}))
 
 
 def test_the_tolerance_table_is_read_by_key(tmp_path):
     table = '[tool.perfsuite.tolerance]\ndefault = 0.10\nresnet18 = "15%"\n"cpu-fp32-bert-base-bs8-train" = 0.2'
     settings = load(tmp_path, table)
-    assert settings.tolerances == {"default": 0.10, "resnet18": 0.15, "cpu-fp32-bert-base-bs8-train": 0.2}
-    assert settings.cli_tolerance is None
+    assert settings.tolerance.by_name == {"default": 0.10, "resnet18": 0.15, "cpu-fp32-bert-base-bs8-train": 0.2}
+    assert settings.tolerance.every_case is None
 
 
 def test_the_memory_tolerance_table_is_read_by_key(tmp_path):
     settings = load(tmp_path, "[tool.perfsuite.memory_tolerance]\ndefault = 0.1\nbert-base = 0.2")
-    assert settings.memory_tolerances == {"default": 0.1, "bert-base": 0.2}
+    assert settings.memory_tolerance.by_name == {"default": 0.1, "bert-base": 0.2}
 
 
 def test_a_band_of_15_in_the_table_is_refused_naming_the_key(tmp_path):
@@ -169,7 +170,7 @@ def test_a_band_of_15_in_the_table_is_refused_naming_the_key(tmp_path):
 
 def test_a_command_line_tolerance_replaces_the_pyproject_table(tmp_path):
     settings = load(tmp_path, "[tool.perfsuite.tolerance]\nresnet18 = 0.15", cli=RawSettings(tolerance="0.3"))
-    assert (settings.cli_tolerance, settings.tolerances) == (0.3, {})
+    assert settings.tolerance == Bands(0.3, {})
 
 
 # --- checked before anything is measured ------------------------------------------------------------------------

@@ -111,7 +111,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     models = chosen.matrix.models or default_model_names(registered_workloads())
     return (session_header(chosen.matrix, chosen.profile_chosen, models, chosen.processes) + thread_warnings(chosen)
-            + devices.assumed_facts_notes(chosen.matrix.devices) + ([chosen.header_note] if chosen.header_note else []))
+            + devices.assumed_facts_notes(chosen.matrix.devices))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -399,9 +399,6 @@ class Settings:
     memory_tolerance: Bands = option(
         "memory-tolerance", "memory band, e.g. 0.10 (default 0.10, or [tool.perfsuite.memory-tolerance] per "
         "model or benchmark id)", bands, Bands(), example=0.2, table=True)
-    header_note: str | None = option(
-        "header-note", "a line printed under the session's header, e.g. the CI job's name (default: none)",
-        plain(_path_text), None, example="nightly on ci-m2-max")
     given: frozenset[str] = frozenset()
 
     @property

@@ -3,13 +3,13 @@
 # in order: `aa` is an A/A job (--perf-ab HEAD); `planted` plants a host-side wait of PLANT_US microseconds before
 # every Conv2d and Linear forward the head's models build (a pre-hook on the instances: head code, not torch) and
 # judges it against its parent. Each job's log and ab.json come back under $OUT; a job is cut at LIMIT_S (SIGINT).
-#   JOBS="aa aa" bash tools/gpu/ab-decides/defaults.sh
+#   JOBS="aa aa" bash tools/gpu/ab-decides/defaults.sh   (BATCH=32: only the launch-bound bs32 cases)
 . tools/h200/prelude.sh
-JOBS=${JOBS:-aa}; PLANT_US=${PLANT_US:-10}; LIMIT_S=${LIMIT_S:-580}
+JOBS=${JOBS:-aa}; PLANT_US=${PLANT_US:-10}; LIMIT_S=${LIMIT_S:-580}; BATCH=${BATCH:-32,256}
 START=$(date +%s); cat /proc/loadavg; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__)"
 git init -q -b main && git add -A && git -c user.email=ci@example.com -c user.name=ci commit -qm base
-CASES="--perf-device cuda --perf-model resnet18,bert-base --perf-batch-size 32,256 --perf-dtype fp32,bf16 --perf-mode train,infer tests/benchmarks/test_models.py"
+CASES="--perf-device cuda --perf-model resnet18,bert-base --perf-batch-size $BATCH --perf-dtype fp32,bf16 --perf-mode train,infer tests/benchmarks/test_models.py"
 plant() {
 cat >> perfsuite/workloads/random_weights.py <<PLANT
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.sessions.test_ab_user_project import ab, commit, git
+from tests.scratch_project import commit, make_project
+from tests.sessions.test_ab_user_project import ab
 
 pytestmark = pytest.mark.slow
 DOUBLE_SITE = Path(__file__).resolve().parents[1] / "mps_double" / "site"
@@ -70,16 +71,9 @@ tolerance = 0.3
 """
 
 
-def make_project(tmp_path: Path, change: tuple[str, str]) -> Path:
+def normed_project(tmp_path: Path, change: tuple[str, str]) -> Path:
     """A scratch git repository: the model committed on main, then `change` (old text -> new) committed on it."""
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "conftest.py").write_text(MODEL)
-    (root / "pyproject.toml").write_text(PYPROJECT)
-    (root / "test_perf.py").write_text("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "add", ".")
-    git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "commit", "-q", "-m", "a model")
+    root = make_project(tmp_path / "project", MODEL, PYPROJECT)
     assert change[0] in MODEL
     (root / "conftest.py").write_text(MODEL.replace(*change))
     commit(root, "the change")
@@ -93,7 +87,7 @@ def explained_case(project: Path, result: Any) -> dict[str, Any]:
 
 
 def test_a_norm_run_twice_is_explained_by_the_norm_op_called_twice_as_often(tmp_path):
-    project = make_project(tmp_path, NORM_TWICE)
+    project = normed_project(tmp_path, NORM_TWICE)
     result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "all")
     case = explained_case(project, result)
     why = case["explanation"]
@@ -111,7 +105,7 @@ def test_a_norm_run_twice_is_explained_by_the_norm_op_called_twice_as_often(tmp_
 
 
 def test_a_host_side_wait_per_module_is_explained_as_host_time_outside_the_ops(tmp_path):
-    project = make_project(tmp_path, HOST_WAIT)
+    project = normed_project(tmp_path, HOST_WAIT)
     result = ab(project, "--perf-ab", "HEAD~1")  # the default explains the changed cases: 5 x 300 us is certain
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     case = explained_case(project, result)
@@ -125,7 +119,7 @@ def test_a_host_side_wait_per_module_is_explained_as_host_time_outside_the_ops(t
 
 
 def test_a_comment_only_commit_changes_no_op(tmp_path):
-    project = make_project(tmp_path, COMMENT)
+    project = normed_project(tmp_path, COMMENT)
     result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "all")
     why = explained_case(project, result)["explanation"]
     assert why["calls_changed"] == [] and why["new_ops"] == [] and why["gone_ops"] == [], why["lines"]
@@ -133,7 +127,7 @@ def test_a_comment_only_commit_changes_no_op(tmp_path):
 
 
 def test_the_default_explains_no_unchanged_case_and_none_explains_nothing(tmp_path):
-    project = make_project(tmp_path, COMMENT)
+    project = normed_project(tmp_path, COMMENT)
     result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "none")
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
     assert case["explanation"] is None and "why, by the ops" not in result.stdout
@@ -145,7 +139,7 @@ def test_an_op_that_falls_back_to_the_cpu_at_head_is_named_a_new_cpu_fallback_on
 ):
     change = ("            x = torch.relu(norm(x))  # NORM\n",
               "            x = torch.relu(norm(x))  # NORM\n            x = torch.erfinv(x.clamp(-0.5, 0.5))\n")
-    project = make_project(tmp_path, change)
+    project = normed_project(tmp_path, change)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(DOUBLE_SITE), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("MPS_DOUBLE_FALLBACK_OPS", "aten::erfinv")
     monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.scratch_project import git, make_project, run_pytest
+
 pytestmark = pytest.mark.slow
 
 MODEL = '''import os
@@ -100,28 +102,14 @@ default = 0.5
 """
 # A band far inside any floor of the stopper's random steps: it is never decided.
 STOPPER_BAND = "stopper = 0.00001\n"
-TEST = "def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n"
 
 
-def git(root: Path, *arguments: str) -> str:
-    return subprocess.run(["git", "-C", str(root), "-c", "user.email=u@example.com", "-c", "user.name=u",
-                           *arguments], check=True, capture_output=True, text=True).stdout
-
-
-def make_project(root: Path, conftest: str, pyproject: str = PYPROJECT) -> Path:
-    root.mkdir()
-    (root / "conftest.py").write_text(conftest)
-    (root / "pyproject.toml").write_text(pyproject)
-    (root / "test_perf.py").write_text(TEST)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "the models")
-    return root
+JOB = ("--benchmark-only", "--benchmark-max-time", "0.2", "--perf-processes", "2")
 
 
 def pytest_command(*options: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--benchmark-max-time",
-            "0.2", "--perf-processes", "2", *options]
+    """The job's command, for the tests that signal or race it while it runs."""
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *JOB, *options]
 
 
 def environment(tmp_path: Path, **more: str) -> dict[str, str]:
@@ -132,7 +120,7 @@ def environment(tmp_path: Path, **more: str) -> dict[str, str]:
 
 
 def run(root: Path, env: dict[str, str], *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(pytest_command(*options), cwd=root, capture_output=True, text=True, timeout=900, env=env)
+    return run_pytest(root, *JOB, *options, env=env)
 
 
 def workers_alive(tmp_path: Path) -> list[int]:
@@ -158,7 +146,7 @@ def wait_for_no_workers(tmp_path: Path, within_s: float = 5.0) -> list[int]:
 
 @pytest.mark.parametrize("receiver", ["group", "pytest"])
 def test_one_ctrl_c_stops_the_job_within_seconds_keeping_the_decided_verdicts(tmp_path: Path, receiver: str):
-    root = make_project(tmp_path / "project", MODEL + STOPPER, PYPROJECT + STOPPER_BAND)
+    root = make_project(tmp_path / "project", MODEL + STOPPER, PYPROJECT + STOPPER_BAND, "the models")
     stopped_at = tmp_path / "stopped"
     env = environment(tmp_path, AB_TEST_OPENS=str(tmp_path / "opens.log"), AB_TEST_STOPPED=str(stopped_at),
                       AB_TEST_SIGNAL=receiver)
@@ -183,7 +171,7 @@ def test_one_ctrl_c_stops_the_job_within_seconds_keeping_the_decided_verdicts(tm
 
 def test_a_second_job_is_refused_naming_the_first_which_runs_on_and_a_killed_jobs_folder_is_removed_next(
         tmp_path: Path):
-    root = make_project(tmp_path / "project", MODEL)
+    root = make_project(tmp_path / "project", MODEL, PYPROJECT, "the models")
     git(root, "commit", "-q", "--allow-empty", "-m", "head")
     env = environment(tmp_path)
     # A band far inside any floor and long windows: the first job measures until it is stopped (its 16 blocks of
@@ -218,7 +206,7 @@ def test_a_second_job_is_refused_naming_the_first_which_runs_on_and_a_killed_job
 
 @pytest.mark.parametrize("printed", ["not json", "[1,2,3]", '{"missing":"str"}'])
 def test_a_base_interpreter_that_prints_something_else_is_a_usage_error_naming_it(tmp_path: Path, printed: str):
-    root = make_project(tmp_path / "project", MODEL)
+    root = make_project(tmp_path / "project", MODEL, PYPROJECT, "the models")
     (root / ".perfsuite").mkdir()
     (root / ".perfsuite" / "ab.json").write_text('{"an old job": "passed"}')
     fake = tmp_path / "python"
@@ -233,7 +221,7 @@ def test_a_base_interpreter_that_prints_something_else_is_a_usage_error_naming_i
 
 
 def test_a_model_the_head_adds_has_no_base_and_the_others_are_judged(tmp_path: Path):
-    root = make_project(tmp_path / "project", MODEL)
+    root = make_project(tmp_path / "project", MODEL, PYPROJECT, "the models")
     (root / "conftest.py").write_text(MODEL + EXTRA)
     git(root, "commit", "-q", "-am", "add a model")
     env = environment(tmp_path)
@@ -252,7 +240,7 @@ def test_a_model_the_head_adds_has_no_base_and_the_others_are_judged(tmp_path: P
 
 
 def test_a_head_that_deleted_its_conftest_is_refused_instead_of_judging_the_built_in_models(tmp_path: Path):
-    root = make_project(tmp_path / "project", MODEL)
+    root = make_project(tmp_path / "project", MODEL, PYPROJECT, "the models")
     git(root, "rm", "-q", "conftest.py")
     git(root, "commit", "-q", "-m", "drop the models")
     result = run(root, environment(tmp_path), "--perf-ab", "HEAD~1")
@@ -263,7 +251,7 @@ def test_a_head_that_deleted_its_conftest_is_refused_instead_of_judging_the_buil
 
 
 def test_ci_judge_never_posts_an_earlier_summary_when_its_session_fails(tmp_path: Path):
-    root = make_project(tmp_path / "project", MODEL)
+    root = make_project(tmp_path / "project", MODEL, PYPROJECT, "the models")
     (root / "perf-summary").mkdir()
     (root / "perf-summary" / "ab.md").write_text("# perfsuite A/B\n\n**perfsuite A/B passed: 9 unchanged**\n")
     posted = tmp_path / "step-summary.md"

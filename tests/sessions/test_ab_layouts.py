@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.scratch_project import PERF_TEST, commit_all, git, run_pytest, write
+
 pytestmark = pytest.mark.slow
 
 PERF_SETTINGS = """[tool.perfsuite]
@@ -50,31 +52,11 @@ register_workload(Workload(
     make_inputs=lambda profile, batch_size: torch.randn(batch_size, 256), batch_sizes={{"smoke": (64,)}},
 ))
 '''
-TEST = "def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n"
-
-
-def git(root: Path, *arguments: str) -> str:
-    return subprocess.run(["git", "-C", str(root), "-c", "user.email=u@example.com", "-c", "user.name=u",
-                           *arguments], check=True, capture_output=True, text=True).stdout
-
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-
-
-def commit_all(root: Path, message: str) -> None:
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", message)
 
 
 def judge(root: Path, python: str = sys.executable) -> tuple[subprocess.CompletedProcess[str], dict]:
-    result = subprocess.run(
-        [python, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--benchmark-max-time", "0.3",
-         "--perf-ab", "HEAD~1", "--perf-ab-budget", "120"],
-        cwd=root, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    result = run_pytest(root, "--benchmark-only", "--benchmark-max-time", "0.3", "--perf-ab", "HEAD~1",
+                        "--perf-ab-budget", "120", python=python)
     summary_file = root / ".perfsuite" / "ab.json"
     return result, json.loads(summary_file.read_text()) if summary_file.exists() else {}
 
@@ -109,7 +91,7 @@ def test_a_src_layout_installed_editable_runs_the_base_commits_modules(tmp_path:
                           '[project]\nname = "mypkg"\nversion = "0.1"\n\n' + PERF_SETTINGS,
         "src/mypkg/__init__.py": "", "src/mypkg/layers.py": LAYERS,
         "src/mypkg/models.py": MODEL.format(package="mypkg."),
-        "conftest.py": "import mypkg.models  # noqa: F401\n", "test_perf.py": TEST,
+        "conftest.py": "import mypkg.models  # noqa: F401\n", "test_perf.py": PERF_TEST,
     })
     python = editable_environment(tmp_path)
     installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e",
@@ -126,7 +108,7 @@ def test_a_flat_layout_package_beside_the_conftest(tmp_path: Path):
     write(root, {
         "pyproject.toml": PERF_SETTINGS, "mypkg/__init__.py": "", "mypkg/layers.py": LAYERS,
         "mypkg/models.py": MODEL.format(package="mypkg."),
-        "conftest.py": "import mypkg.models  # noqa: F401\n", "test_perf.py": TEST,
+        "conftest.py": "import mypkg.models  # noqa: F401\n", "test_perf.py": PERF_TEST,
     })
     eight_blocks_then_judge(root, "mypkg/layers.py")
 
@@ -136,7 +118,7 @@ def test_a_conftest_that_imports_a_sibling_helper_module(tmp_path: Path):
     write(root, {
         "pyproject.toml": PERF_SETTINGS, "tests/layers.py": LAYERS,
         "tests/helpers.py": MODEL.format(package=""),
-        "tests/conftest.py": "import helpers  # noqa: F401\n", "tests/test_perf.py": TEST,
+        "tests/conftest.py": "import helpers  # noqa: F401\n", "tests/test_perf.py": PERF_TEST,
     })
     eight_blocks_then_judge(root, "tests/layers.py")
 
@@ -162,11 +144,11 @@ register_workload(Workload(name="stack", build_module=build, make_inputs=inputs,
 LAYOUTS = {
     "a conftest importing a sibling helper module": {
         "pyproject.toml": PERF_SETTINGS, "tests/layers.py": LAYERS, "tests/helpers.py": MODEL.format(package=""),
-        "tests/conftest.py": "import helpers  # noqa: F401\n", "tests/test_perf.py": TEST,
+        "tests/conftest.py": "import helpers  # noqa: F401\n", "tests/test_perf.py": PERF_TEST,
     },
     "a model defined in one module and registered in the conftest": {
         "pyproject.toml": PERF_SETTINGS, "tests/layers.py": LAYERS, "tests/models.py": SPLIT_MODEL,
-        "tests/conftest.py": SPLIT_CONFTEST, "tests/test_perf.py": TEST,
+        "tests/conftest.py": SPLIT_CONFTEST, "tests/test_perf.py": PERF_TEST,
     },
 }
 

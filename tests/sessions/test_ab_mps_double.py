@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions.test_ab_user_project import MODEL, TWICE, ab, commit, make_project
+from tests.scratch_project import commit
+from tests.sessions.test_ab_user_project import MODEL, TWICE, ab, wide_project
 
 pytestmark = pytest.mark.slow
 DOUBLE_SITE = Path(__file__).resolve().parents[1] / "mps_double" / "site"
 
 
 def test_a_layer_run_twice_is_regressed_on_the_doubled_mps_with_each_side_syncing_at_round_ends(tmp_path, monkeypatch):
-    project = make_project(tmp_path)
+    project = wide_project(tmp_path)
     (project / "conftest.py").write_text(MODEL.replace("        x = torch.relu(self.big(x))  # LAYER\n", TWICE))
     commit(project, "run the layer twice")
     calls = project.parent / "calls.jsonl"

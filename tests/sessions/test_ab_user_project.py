@@ -6,12 +6,13 @@ refused before anything is measured, with nothing left behind."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scratch_project import commit, git, make_project, run_pytest
 
 pytestmark = pytest.mark.slow
 
@@ -48,38 +49,18 @@ tolerance = 0.5
 """
 
 
-def git(root: Path, *arguments: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *arguments], check=True, capture_output=True, text=True).stdout
-
-
-def make_project(tmp_path: Path) -> Path:
+def wide_project(tmp_path: Path) -> Path:
     """A scratch git repository with the model committed on main."""
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "conftest.py").write_text(MODEL)
-    (root / "pyproject.toml").write_text(PYPROJECT)
-    (root / "test_perf.py").write_text("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "add", ".")
-    git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "commit", "-q", "-m", "a model")
-    return root
+    return make_project(tmp_path / "project", MODEL, PYPROJECT)
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path)
-
-
-def commit(root: Path, message: str) -> None:
-    git(root, "-c", "user.email=u@example.com", "-c", "user.name=u", "commit", "-q", "-am", message)
+    return wide_project(tmp_path)
 
 
 def ab(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--benchmark-max-time", "0.3",
-         "--perf-processes", "4", *options],
-        cwd=root, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    return run_pytest(root, "--benchmark-only", "--benchmark-max-time", "0.3", "--perf-processes", "4", *options)
 
 
 def test_a_layer_run_twice_is_regressed_and_the_base_ran_the_base_commits_model(project: Path):

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from perfsuite.site.build import build_site
-from tests.sessions.test_ab_explain_user_project import COMMENT, HOST_WAIT, NORM_TWICE, make_project
-from tests.sessions.test_ab_user_project import ab, git
+from tests.scratch_project import git
+from tests.sessions.test_ab_explain_user_project import COMMENT, HOST_WAIT, NORM_TWICE, normed_project
+from tests.sessions.test_ab_user_project import ab
 
 pytestmark = pytest.mark.slow
 BENCHMARK_ID = "cpu-fp32-normed-bs16-infer-smoke"
@@ -54,7 +55,7 @@ def stored_entry(project: Path) -> dict[str, Any]:
 
 
 def test_a_norm_run_twice_is_explained_by_the_norm_op_called_twice_against_the_summary_of_another_session(tmp_path):
-    project = make_project(tmp_path, NORM_TWICE)
+    project = normed_project(tmp_path, NORM_TWICE)
     first = record_first_commit(project, *PROCESSES)
     recorded = stored_entry(project)["op_profile"]
     assert recorded["commit"] == first and recorded["steps"] >= 4
@@ -92,7 +93,7 @@ def test_a_norm_run_twice_is_explained_by_the_norm_op_called_twice_against_the_s
 
 
 def test_a_host_side_wait_per_module_regresses_and_the_default_explains_it_as_host_time_outside_the_ops(tmp_path):
-    project = make_project(tmp_path, LONG_HOST_WAIT)
+    project = normed_project(tmp_path, LONG_HOST_WAIT)
     record_first_commit(project, *ONE_PROCESS)
     result = ab(project, *ONE_PROCESS)
     verdict = verdict_of(project)
@@ -106,7 +107,7 @@ def test_a_host_side_wait_per_module_regresses_and_the_default_explains_it_as_ho
 
 
 def test_a_comment_only_commit_gets_no_explanation_and_no_op_change(tmp_path):
-    project = make_project(tmp_path, COMMENT)
+    project = normed_project(tmp_path, COMMENT)
     record_first_commit(project, *ONE_PROCESS)
     result = ab(project, *ONE_PROCESS)
     verdict = verdict_of(project)
@@ -125,7 +126,7 @@ def test_a_comment_only_commit_gets_no_explanation_and_no_op_change(tmp_path):
 
 
 def test_a_history_recorded_without_op_summaries_says_so_in_one_line_and_the_gate_still_judges(tmp_path):
-    project = make_project(tmp_path, LONG_HOST_WAIT)
+    project = normed_project(tmp_path, LONG_HOST_WAIT)
     record_first_commit(project, *ONE_PROCESS, "--perf-history-explain", "none")
     assert "op_profile" not in stored_entry(project)
     result = ab(project, *ONE_PROCESS)

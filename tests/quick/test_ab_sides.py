@@ -1,6 +1,6 @@
 """How an A/B side finds its models: the project's files moved to the base checkout, perfsuite's own built-in model
 modules taken from the base checkout while the harness stays this one, and the windows sized from the round. (Each
-side's own code in one process: tests/unit/test_side_code.py.)
+side's own code in one process: tests/quick/test_side_code.py.)
 
 The tests of this subject that start processes or take long: tests/sessions/test_ab_sides_sessions.py."""
 

@@ -14,7 +14,7 @@ SMOKE_CASES = [
     Case("cpu", "fp32", name, registered_workloads()[name].batch_sizes_for("smoke")[0], mode, "smoke")
     for name in BUILTIN
     for mode in registered_workloads()[name].modes
-    if mode != "train-ddp"  # tests/unit/test_distributed.py covers it
+    if mode != "train-ddp"  # tests/quick/test_distributed.py covers it
 ]
 
 

@@ -1,4 +1,5 @@
-"""The plugin as a user meets it: pytest runs in a subprocess over a scratch project.
+"""The plugin as a user meets it: pytest runs over a scratch project, in a subprocess where it measures (a collection
+runs in this process).
 
 The in-process tests of this subject: tests/quick/test_plugin.py."""
 
@@ -6,6 +7,7 @@ import json
 
 import pytest
 
+import perfsuite.workloads as workloads_module
 from tests.quick.test_plugin import EXAMPLE
 
 pytestmark = pytest.mark.slow
@@ -16,6 +18,20 @@ def user_project(pytester):
     pytester.makeconftest((EXAMPLE / "conftest.py").read_text())
     pytester.makepyfile(test_benchmarks=(EXAMPLE / "test_benchmarks.py").read_text())
     return pytester
+
+
+@pytest.fixture
+def collect(user_project, monkeypatch):
+    """`pytest --collect-only OPTIONS` over the project, in this process (a collection needs no process of its own),
+    each starting from the models known before, as a user's session in a fresh process does: the models its conftest
+    registers leave with the run."""
+    known = dict(workloads_module.registered_workloads())
+
+    def run(*options: str) -> pytest.RunResult:
+        monkeypatch.setattr(workloads_module, "_REGISTRY", dict(known))
+        return user_project.runpytest("--collect-only", *options)
+
+    return run
 
 
 def test_benchmark_json_holds_every_case_with_its_figures(user_project):
@@ -38,9 +54,9 @@ def test_benchmark_json_holds_every_case_with_its_figures(user_project):
     assert report["machine_info"]["perfsuite"]["torch_version"]
 
 
-def test_absent_devices_are_listed_as_skipped_with_reasons(user_project):
-    result = user_project.runpytest_subprocess(
-        "--collect-only", "-q", "--perf-device", "cpu,cuda,mps", "--perf-profile", "smoke", "--perf-model", "tiny-mlp"
+def test_absent_devices_are_listed_as_skipped_with_reasons(collect):
+    result = collect(
+        "-q", "--perf-device", "cpu,cuda,mps", "--perf-profile", "smoke", "--perf-model", "tiny-mlp"
     )
     assert result.ret == 0
     import torch
@@ -63,27 +79,25 @@ def test_skipped_cases_report_their_reason_when_run(user_project):
     result.stdout.fnmatch_lines(["SKIPPED*mps unavailable*"])
 
 
-def test_unknown_model_is_a_usage_error_naming_the_valid_ones(user_project):
-    result = user_project.runpytest_subprocess("--collect-only", "--perf-model", "resnet")
+def test_unknown_model_is_a_usage_error_naming_the_valid_ones(collect):
+    result = collect("--perf-model", "resnet")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["ERROR: --perf-model: unknown value resnet; valid: all, resnet18, *tiny-mlp, dataloader"]
     )
 
 
-def test_pyproject_settings_apply_and_the_command_line_wins(user_project):
+def test_pyproject_settings_apply_and_the_command_line_wins(user_project, collect):
     user_project.makepyprojecttoml('[tool.perfsuite]\nprofile = "smoke"\nmodel = "tiny-mlp"\ndtype = "bf16"\n')
-    from_pyproject = user_project.runpytest_subprocess("--collect-only", "-q", "--perf-device", "cpu")
+    from_pyproject = collect("-q", "--perf-device", "cpu")
     from_pyproject.stdout.fnmatch_lines(["*cpu-bf16-tiny-mlp-bs8-train-smoke*"])
-    overridden = user_project.runpytest_subprocess(
-        "--collect-only", "-q", "--perf-device", "cpu", "--perf-dtype", "fp16"
-    )
+    overridden = collect("-q", "--perf-device", "cpu", "--perf-dtype", "fp16")
     overridden.stdout.fnmatch_lines(["*cpu-fp16-tiny-mlp-bs8-train-smoke*"])
     assert "bf16" not in overridden.stdout.str()
 
 
-def test_unknown_pyproject_key_is_a_usage_error_naming_the_file(user_project):
+def test_unknown_pyproject_key_is_a_usage_error_naming_the_file(user_project, collect):
     user_project.makepyprojecttoml('[tool.perfsuite]\nprofil = "smoke"\n')
-    result = user_project.runpytest_subprocess("--collect-only")
+    result = collect()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: *pyproject.toml [[]tool.perfsuite[]]: unknown key(s) profil;*"])

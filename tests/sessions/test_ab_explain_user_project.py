@@ -60,6 +60,9 @@ HOST_WAIT = ("    # HOOKS\n", """    def wait(module, inputs, output):
         module.register_forward_hook(wait)
 """)
 COMMENT = ("  # NORM\n", "  # NORM: each block normalises, then rectifies\n")
+# The tests that check the explanation whatever the verdict (they assert none) stop measuring after 30 s: an A/A
+# case at this band could take the default 300 s to decide, which they do not look at.
+EXPLAINED_WHATEVER_THE_VERDICT = ("--perf-ab-budget", "30")
 PYPROJECT = """[tool.perfsuite]
 device = "cpu"
 profile = "smoke"
@@ -88,7 +91,7 @@ def explained_case(project: Path, result: Any) -> dict[str, Any]:
 
 def test_a_norm_run_twice_is_explained_by_the_norm_op_called_twice_as_often(tmp_path):
     project = normed_project(tmp_path, NORM_TWICE)
-    result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "all")
+    result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "all", *EXPLAINED_WHATEVER_THE_VERDICT)
     case = explained_case(project, result)
     why = case["explanation"]
     norm = next(op for op in why["calls_changed"] if op["name"] == "aten::native_layer_norm")
@@ -120,7 +123,7 @@ def test_a_host_side_wait_per_module_is_explained_as_host_time_outside_the_ops(t
 
 def test_a_comment_only_commit_changes_no_op(tmp_path):
     project = normed_project(tmp_path, COMMENT)
-    result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "all")
+    result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "all", *EXPLAINED_WHATEVER_THE_VERDICT)
     why = explained_case(project, result)["explanation"]
     assert why["calls_changed"] == [] and why["new_ops"] == [] and why["gone_ops"] == [], why["lines"]
     assert "calls changed: none; new ops: none; gone: none" in why["lines"]
@@ -128,7 +131,7 @@ def test_a_comment_only_commit_changes_no_op(tmp_path):
 
 def test_the_default_explains_no_unchanged_case_and_none_explains_nothing(tmp_path):
     project = normed_project(tmp_path, COMMENT)
-    result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "none")
+    result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "none", *EXPLAINED_WHATEVER_THE_VERDICT)
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
     assert case["explanation"] is None and "why, by the ops" not in result.stdout
     assert json.loads((project / ".perfsuite" / "ab.json").read_text())["measuring"]["explaining_s"] == 0
@@ -143,7 +146,8 @@ def test_an_op_that_falls_back_to_the_cpu_at_head_is_named_a_new_cpu_fallback_on
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(DOUBLE_SITE), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("MPS_DOUBLE_FALLBACK_OPS", "aten::erfinv")
     monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
-    result = ab(project, "--perf-ab", "HEAD~1", "--perf-device", "mps", "--perf-ab-explain", "all")
+    result = ab(project, "--perf-ab", "HEAD~1", "--perf-device", "mps", "--perf-ab-explain", "all",
+                *EXPLAINED_WHATEVER_THE_VERDICT)
     case = explained_case(project, result)
     assert case["benchmark_id"] == "mps-fp32-normed-bs16-infer-smoke"
     why = case["explanation"]

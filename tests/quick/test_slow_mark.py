@@ -70,22 +70,36 @@ def conftests(path: Path) -> list[Path]:
     return [folder / "conftest.py" for folder in folders if (folder / "conftest.py").is_file()]
 
 
+def names_a_session(node: ast.AST) -> bool:
+    """A literal `"pytest"` or `"perfsuite..."` in `node`."""
+    return any(
+        isinstance(sub, ast.Constant) and isinstance(sub.value, str) and SESSION_COMMAND.fullmatch(sub.value)
+        for sub in ast.walk(node)
+    )
+
+
+def starts_a_subprocess(function: Function, module: Module, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether `function`, or a function of the tests it calls, calls subprocess.run, Popen and the like."""
+    calls = [node for node in ast.walk(function) if isinstance(node, ast.Call)]
+    if any(isinstance(call.func, ast.Attribute) and call.func.attr in SUBPROCESS_STARTERS
+           and isinstance(call.func.value, ast.Name) and call.func.value.id == "subprocess" for call in calls):
+        return True
+    called = sorted({call.func.id for call in calls if isinstance(call.func, ast.Name)} - seen - {function.name})
+    return any(starts_a_subprocess(module.functions[name], module, seen | {function.name, *called})
+               for name in called if name in module.functions)
+
+
 def starts_sessions(function: Function, module: Module, seen: frozenset[str] = frozenset()) -> bool:
     """Whether `function` (a test, fixture or helper of `module`) starts pytest or perfsuite sessions."""
     arguments = {argument.arg for argument in function.args.args + function.args.kwonlyargs}
     if "pytester" in arguments:
         return True
     calls = [node for node in ast.walk(function) if isinstance(node, ast.Call)]
-    starts_subprocess = any(
-        isinstance(call.func, ast.Attribute) and call.func.attr in SUBPROCESS_STARTERS
-        and isinstance(call.func.value, ast.Name) and call.func.value.id == "subprocess"
-        for call in calls
-    )
-    names_a_session = any(
-        isinstance(node, ast.Constant) and isinstance(node.value, str) and SESSION_COMMAND.fullmatch(node.value)
-        for node in ast.walk(function)
-    )
-    if starts_subprocess and names_a_session:
+    if starts_a_subprocess(function, module) and names_a_session(function):
+        return True
+    # a helper that starts a subprocess, handed a session's command (`run(python, "-m", "pytest", ...)`)
+    if any(isinstance(call.func, ast.Name) and call.func.id in module.functions and names_a_session(call)
+           and starts_a_subprocess(module.functions[call.func.id], module) for call in calls):
         return True
     called = {call.func.id for call in calls if isinstance(call.func, ast.Name)}
     # the fixtures it asks for, and the functions it calls
@@ -212,13 +226,15 @@ def judged(source: str, tmp_path: Path) -> dict[str, bool]:
     RUNS_PYTEST.replace("def runs_pytest():", "def test_it():"),
     RUNS_PERFSUITE.replace("def runs_perfsuite():", "def test_it():"),
     RUNS_PYTEST + "def test_it():\n    runs_pytest()\n",
+    "def run(*command):\n    return subprocess.run(command)\n\n"
+    "def test_it():\n    run(sys.executable, '-m', 'pytest')\n",
     "@pytest.fixture\ndef project(pytester):\n    return pytester\n\ndef test_it(project):\n    pass\n",
     RUNS_PERFSUITE + "@pytest.fixture\ndef listed():\n    runs_perfsuite()\n\ndef test_it(listed):\n    pass\n",
     "class TestIt:\n    def test_it(self, pytester):\n        pass\n",
     "@pytest.fixture\ndef project(pytester):\n    return pytester\n\n"
     "@pytest.mark.usefixtures('project')\ndef test_it():\n    pass\n",
-], ids=["pytester", "pytest-subprocess", "perfsuite-subprocess", "helper", "fixture-with-pytester",
-        "fixture-starting-perfsuite", "method", "usefixtures"])
+], ids=["pytester", "pytest-subprocess", "perfsuite-subprocess", "helper", "helper-given-pytest",
+        "fixture-with-pytester", "fixture-starting-perfsuite", "method", "usefixtures"])
 def test_a_test_that_starts_a_session_is_found(source, tmp_path):
     assert judged(source, tmp_path) == {"test_it": True}
 
@@ -226,8 +242,9 @@ def test_a_test_that_starts_a_session_is_found(source, tmp_path):
 @pytest.mark.parametrize("source", [
     "def test_it(tmp_path):\n    Path(__file__).read_text()\n",
     RUNS_PYTHON + "def test_it():\n    runs_python()\n",
+    "def run(*command):\n    return subprocess.run(command)\n\ndef test_it():\n    run(sys.executable, '-c', 'pass')\n",
     "def test_it():\n    assert 'pytest' in 'pytest-benchmark'\n",
-], ids=["reads-a-file", "python-subprocess", "names-pytest-without-a-subprocess"])
+], ids=["reads-a-file", "python-subprocess", "helper-given-python", "names-pytest-without-a-subprocess"])
 def test_a_test_that_starts_no_session_is_not(source, tmp_path):
     assert judged(source, tmp_path) == {"test_it": False}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import asdict
 
 import numpy as np
@@ -17,6 +18,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import perfsuite.judge.stats as stats
 import perfsuite.judge.verdicts as verdicts
+import perfsuite.selftest.plan as plan_module
+import perfsuite.workloads as workloads
 from perfsuite.cli import main as cli_main
 from perfsuite.records import Case, Run
 from perfsuite.run.devices import Availability
@@ -56,6 +59,17 @@ UNCHANGED_MODEL = "resnet18-infer-bs4-smoke"
 SPLITS = 20
 # Enough processes for every split: a baseline history and the most current runs, with some to spare.
 PROCESSES = BASELINE_RUNS + max(CURRENT_RUNS) + 2
+
+
+@pytest.fixture(autouse=True, scope="module")
+def chain_workloads_leave_with_the_module() -> Iterator[None]:
+    """The chain workloads these tests plan are registered in this process's registry (once a process: the plan
+    keeps them); they leave with this module, so that a test after it in the same process (the `perfsuite list`
+    tests that expect a project's own models alone) sees the registry as a fresh process has it."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(workloads, "_REGISTRY", dict(workloads.registered_workloads()))
+        monkeypatch.setattr(plan_module, "_CHAIN_WORKLOADS", {})
+        yield
 
 
 # --- the matmul chain: a slowdown of known size -------------------------------------------------------------

@@ -68,9 +68,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def quick(session: nox.Session) -> None:
-    """The tests not marked slow (no pytest or perfsuite sessions in processes of their own): the decision, the store,
-    the matrix and the options in about a minute; extra args go to pytest."""
-    run(session, "pytest", "-m", "not slow", "--benchmark-skip", "-q", *session.posargs)
+    """The tests not marked slow (tests/quick and the in-process tests of tests/coverage: no pytest or perfsuite
+    sessions of their own): the decision, the store, the matrix and the options in under a minute; extra args go to
+    pytest."""
+    run(session, "pytest", "-m", "not slow", "--benchmark-skip", "-n", "2", "-q", *session.posargs)
 
 
 @nox.session(name="lint")

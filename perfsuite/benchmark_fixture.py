@@ -5,7 +5,7 @@ or on an A/B job's head side), nor to build the fixture outside a pytest session
 are done here with what its `BenchmarkFixture` has kept since release 4: the constructor's keyword arguments, the
 `_mode` attribute (what the fixture was used as; unset, pytest-benchmark warns the fixture was never used) and
 `_make_stats(iterations)` (the statistics its table and JSON report). `private_api_problems` says what of it a
-release no longer has; tests/unit/test_benchmark_fixture.py runs it, so a release that changes it fails loudly,
+release no longer has; tests/quick/test_benchmark_fixture.py runs it, so a release that changes it fails loudly,
 naming the attribute and the release.
 """
 

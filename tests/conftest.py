@@ -1,13 +1,8 @@
-"""Fixtures shared by the test folders, and the `slow` mark on tests that start pytest or perfsuite sessions."""
+"""Fixtures shared by the test folders. Which tests are slow each file says itself (`pytestmark = pytest.mark.slow`
+in every file of tests/sessions); tests/quick/test_slow_mark.py checks that none is missed."""
 
-import ast
-import functools
-import inspect
 import os
-import re
-import textwrap
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -53,57 +48,3 @@ def _not_an_xdist_worker_for_inner_sessions() -> Iterator[None]:
         for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
             monkeypatch.delenv(name, raising=False)
         yield
-
-
-TESTS = Path(__file__).resolve().parent
-BROWSER_TESTS = TESTS / "browser"
-SUBPROCESS_STARTERS = frozenset({"run", "Popen", "call", "check_call", "check_output"})
-# A command that runs pytest or perfsuite: `-m pytest`, `-m perfsuite.cli`, the `perfsuite` command.
-SESSION_COMMAND = re.compile(r"pytest|perfsuite(\.[\w.]+)?")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `slow` every test that starts pytest or perfsuite sessions or drives a browser, before `-m "not slow"`
-    deselects."""
-    for item in items:
-        if starts_sessions(item) or item.path.is_relative_to(BROWSER_TESTS):
-            item.add_marker(pytest.mark.slow)
-
-
-def starts_sessions(item: pytest.Item) -> bool:
-    """Whether a test runs pytest or perfsuite in processes of their own: it asks for `pytester`, or the test, a
-    fixture it uses or a function of the tests they call starts a subprocess whose command names pytest or perfsuite
-    (a literal `"pytest"` or `"perfsuite..."` beside the subprocess call)."""
-    if "pytester" in getattr(item, "fixturenames", ()):
-        return True
-    function = getattr(item, "function", None)
-    fixture_definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    fixtures = [definition.func for definitions in fixture_definitions.values() for definition in definitions]
-    return any(_starts_sessions(f) for f in [function, *fixtures] if f is not None)
-
-
-@functools.cache
-def _starts_sessions(function: Callable[..., object], seen: frozenset[str] = frozenset()) -> bool:
-    function = inspect.unwrap(function)
-    source_file = inspect.getsourcefile(function)
-    if source_file is None or not Path(source_file).resolve().is_relative_to(TESTS):
-        return False
-    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    starts_subprocess = any(
-        isinstance(call.func, ast.Attribute) and call.func.attr in SUBPROCESS_STARTERS
-        and isinstance(call.func.value, ast.Name) and call.func.value.id == "subprocess"
-        for call in calls
-    )
-    names_a_session = any(
-        isinstance(node, ast.Constant) and isinstance(node.value, str) and SESSION_COMMAND.fullmatch(node.value)
-        for node in ast.walk(tree)
-    )
-    if starts_subprocess and names_a_session:
-        return True
-    callees = {call.func.id for call in calls if isinstance(call.func, ast.Name)} - seen
-    helpers = [function.__globals__.get(name) for name in sorted(callees)]
-    return any(
-        _starts_sessions(helper, seen | callees) for helper in helpers if inspect.isfunction(helper)
-    )

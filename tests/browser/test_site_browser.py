@@ -12,7 +12,9 @@ from tests.browser import chromium
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(chromium.missing() is not None, reason=str(chromium.missing()))
+# Slow: it starts a browser.
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(chromium.missing() is not None, reason=str(chromium.missing()))]
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,8 @@ the load average before and after, and every case's verdict from ab.json.
     python tools/ab/decides/run.py --aa 20 --planted 1.10:10 --planted 1.05:10 --out docs/records/ab/decides/jobs.json
 
 Jobs run in a shuffled order (seeded), one at a time, with this checkout's perfsuite (the interpreter running this).
+`--summary FILE` prints what such a file holds per factor: jobs, red jobs, verdicts by status, jobs that caught the
+plant (a regressed verdict), seconds a job and the load averages seen.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 MODEL = '''import time
@@ -108,13 +112,36 @@ def job(root: Path, factor: float, number: int) -> dict:
     }
 
 
+def summary(jobs: list[dict]) -> list[str]:
+    """Per factor: the jobs, how many failed, the verdicts by status, the jobs that caught the plant, seconds, load."""
+    lines = []
+    for factor in sorted({job["factor"] for job in jobs}):
+        chosen = [job for job in jobs if job["factor"] == factor]
+        statuses = Counter(case["status"] for job in chosen for case in job["cases"])
+        caught = sum(any(case["status"] == "regressed" for case in job["cases"]) for job in chosen)
+        seconds = sorted(job["seconds"] for job in chosen)
+        loads = [job["load_before"][0] for job in chosen] + [job["load_after"][0] for job in chosen]
+        lines.append(
+            f"x{factor:.2f}: {len(chosen)} jobs, {sum(job['exit_status'] != 0 for job in chosen)} red; verdicts "
+            f"{dict(sorted(statuses.items()))}; caught in {caught} of {len(chosen)}; seconds a job median "
+            f"{statistics.median(seconds):.0f}, {seconds[0]:.0f}-{seconds[-1]:.0f}, {sum(s <= 60 for s in seconds)} "
+            f"within 60 s; load {min(loads):.2f}-{max(loads):.2f}")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--summary", type=Path, help="print the summary of a file this wrote, and measure nothing")
     parser.add_argument("--aa", type=int, default=20)
     parser.add_argument("--planted", action="append", default=[], metavar="FACTOR:JOBS")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.summary is not None:
+        print("\n".join(summary(json.loads(args.summary.read_text())["jobs"])))
+        return 0
+    if args.out is None:
+        parser.error("--out FILE is needed to measure (or --summary FILE to summarise one)")
     order = [1.0] * args.aa
     for planted in args.planted:
         factor, count = planted.split(":")

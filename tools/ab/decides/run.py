@@ -25,41 +25,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-MODEL = '''import time
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository root, where tools/ is
+from tools.bisect.trials import MODEL, git  # noqa: E402
 
-import torch
-import torch.nn.functional as F
-from perfsuite import Workload, register_workload
-
-SLOWDOWN = 1.0  # planted: each forward waits (SLOWDOWN - 1) x its own time
-
-
-class TinyConv(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(3, 16, 3, padding=1)
-        self.conv2 = torch.nn.Conv2d(16, 16, 3, padding=1)
-        self.head = torch.nn.Linear(16, 10)
-
-    def forward(self, x):
-        started = time.perf_counter()
-        x = F.relu(self.conv1(x))
-        x = F.relu(self.conv2(x))
-        out = self.head(x.mean(dim=(2, 3)))
-        if SLOWDOWN > 1.0:
-            end = time.perf_counter() + (SLOWDOWN - 1.0) * (time.perf_counter() - started)
-            while time.perf_counter() < end:
-                pass
-        return out
-
-
-register_workload(Workload(
-    name="tiny-conv", build_module=lambda profile: TinyConv(),
-    make_inputs=lambda profile, batch_size: torch.randn(batch_size, 3, 32, 32),
-    make_target=lambda profile, batch_size: torch.randint(0, 10, (batch_size,)),
-    loss=lambda output, target: F.cross_entropy(output, target), batch_sizes={"smoke": (8,)},
-))
-'''
 PYPROJECT = """[tool.perfsuite]
 device = "cpu"
 profile = "smoke"
@@ -67,11 +35,6 @@ mode = "infer,train"
 dtype = "fp32,bf16"
 threads = 1
 """
-
-
-def git(root: Path, *arguments: str) -> None:
-    subprocess.run(["git", "-C", str(root), "-c", "user.email=u@example.com", "-c", "user.name=u", *arguments],
-                   check=True, capture_output=True)
 
 
 def make_project(root: Path) -> None:

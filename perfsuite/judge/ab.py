@@ -11,20 +11,24 @@ lies is estimated per case at two levels:
   allocator or autotuning offset that touched the two sides differently shows as blocks that disagree by more than
   their own errors. Its variance tau^2 is DerSimonian and Laird's random-effects estimate (Controlled Clinical
   Trials 7, 1986), and the case's estimate weighs each block by 1 / (its error^2 + tau^2): one bad block widens the
-  interval and weighs less instead of moving the verdict.
+  interval and weighs less instead of moving the verdict. With few blocks that estimate of tau^2 is often 0 where
+  the blocks do differ, so the estimate's variance is never taken below the blocks' own scatter around it: Hartung
+  and Knapp's variance, taken only where it is the larger (the modification of Roever, Knapp and Friede, BMC
+  Medical Research Methodology 15:99, 2015).
 The next block spends where the variance is: longer (more windows) while the window noise dominates, the same length
 (more fresh builds and processes) while the between-block part does.
 
-The error guarantee survives the looking: every case is looked at after each of at most MAX_BLOCKS blocks, and the
-intervals are simultaneous over all looks of all cases of the matrix by Bonferroni's inequality (each look at
-1 - 0.01 / (2 x cases x MAX_BLOCKS) on each side): an alpha-spending design with the error spent evenly over the
-looks (Lan and DeMets, Biometrika 70, 1983, with a constant spending function), so stopping as soon as a case is
-decided keeps the chance of any false alarm in an unchanged matrix at or below 1%.
+The error guarantee survives the looking: every case is looked at after each of its blocks from the MIN_BLOCKS-th to
+the MAX_BLOCKS-th, and the intervals are simultaneous over all looks of all cases of the matrix by Bonferroni's
+inequality (each look at 1 - 0.01 / (2 x cases x looks) on each side): an alpha-spending design with the error spent
+evenly over the looks (Lan and DeMets, Biometrika 70, 1983, with a constant spending function), so stopping as soon
+as a case is decided keeps the chance of any false alarm in an unchanged matrix at or below 1%.
 
 A case is decided at the first look where, with at least MIN_BLOCKS blocks:
-- regressed: the interval lies above 1, the estimate exceeds the band (the case's tolerance) and every block on its
-  own reads head slower (with only a few blocks, random-effects intervals are optimistic, and a single placement
-  outlier could carry the estimate; this extra condition only ever withholds a verdict); improved: the mirror image;
+- regressed: the interval lies above 1, the estimate exceeds the band (the case's tolerance), at least
+  MIN_CHANGE_BLOCKS blocks were measured and every block on its own reads head slower (from two blocks nothing says
+  how far fresh builds scatter, and a placement offset shared by both could carry the estimate; these extra
+  conditions only ever withhold a verdict); improved: the mirror image;
 - unchanged: the interval lies inside the band, (1 + band)^-1 .. 1 + band; or, at the band's edge, the interval is
   precise (half width at most half the band) and reaches past the edge while the estimate lies inside: a change of
   about the band's size, which more blocks would only pin to the edge (EDGE_PRECISION).
@@ -59,6 +63,11 @@ JUDGED_STATUSES: tuple[AbStatus, ...] = ("regressed", "improved", "unchanged", "
 # that a team running A/B on every pull request meets a false alarm about once in a hundred pull requests.
 FAMILY_ERROR_RATE = 0.01
 MIN_BLOCKS = 2
+# A change (regressed, improved) is never called from fewer blocks: two fresh builds that happen to share an offset
+# are all a random-effects interval over two blocks can see. In 300 simulated one-case A/A jobs whose builds scatter
+# by 3% (windows by 7.7%, as a training step on a 2-core VM), calling a change from two blocks raised 16 false
+# alarms, from three 2 (tests/quick/test_ab_decision.py).
+MIN_CHANGE_BLOCKS = 3
 MAX_BLOCKS = 16
 AB_DEFAULT_TOLERANCE = 0.05
 TRIM = 0.2
@@ -156,7 +165,8 @@ class Combined:
 
 
 def combine(blocks: Sequence[BlockEstimate]) -> Combined:
-    """DerSimonian and Laird's random-effects combination of the blocks' estimates."""
+    """DerSimonian and Laird's random-effects combination of the blocks' estimates, its variance never below Hartung
+    and Knapp's."""
     estimates = np.array([block.log_ratio for block in blocks])
     variances = np.array([block.standard_error ** 2 for block in blocks])
     within = float(np.sqrt(np.median(variances)))
@@ -169,13 +179,18 @@ def combine(blocks: Sequence[BlockEstimate]) -> Combined:
     tau_squared = max(0.0, (q - (len(blocks) - 1)) / scale) if scale > 0 else 0.0
     random_weights = 1 / (variances + tau_squared)
     estimate = float(np.sum(random_weights * estimates) / np.sum(random_weights))
-    return Combined(estimate, float(math.sqrt(1 / np.sum(random_weights))), math.sqrt(tau_squared), within)
+    # Hartung and Knapp's scale: the blocks' weighted scatter around the estimate against what their variances
+    # predict; above 1 the blocks disagree more than tau^2 allowed for, and the variance grows with it.
+    scatter = float(np.sum(random_weights * (estimates - estimate) ** 2)) / max(len(blocks) - 1, 1)
+    variance = max(1.0, scatter) / float(np.sum(random_weights))
+    return Combined(estimate, math.sqrt(variance), math.sqrt(tau_squared), within)
 
 
 def z_quantile(family_size: int, max_blocks: int = MAX_BLOCKS) -> float:
-    """The normal quantile of one look's two-sided interval, simultaneous over `family_size` cases and `max_blocks`
-    looks at each."""
-    return float(stats.norm.ppf(1 - FAMILY_ERROR_RATE / (2 * max(family_size, 1) * max_blocks)))
+    """The normal quantile of one look's two-sided interval, simultaneous over `family_size` cases and the looks at
+    each (after its MIN_BLOCKS-th to its `max_blocks`-th block)."""
+    looks = max(1, max_blocks - MIN_BLOCKS + 1)
+    return float(stats.norm.ppf(1 - FAMILY_ERROR_RATE / (2 * max(family_size, 1) * looks)))
 
 
 def decision(low: float, mean: float, high: float, band: float) -> AbStatus | None:
@@ -225,11 +240,12 @@ def look(measurement: AbMeasurement, tolerance: float, family_size: int, max_blo
     combined = combine(estimates)
     half_width = z_quantile(family_size, max_blocks) * combined.standard_error
     status = decision(combined.log_ratio - half_width, combined.log_ratio, combined.log_ratio + half_width, tolerance)
-    if status in ("regressed", "improved") and not all(
-        (block.log_ratio > 0) == (status == "regressed") for block in estimates
-    ):
-        status = None  # a block that disagrees on the direction (a placement outlier?): measure more first
     last = len(measured[-1].windows_s)
+    if status in ("regressed", "improved"):
+        if not all((block.log_ratio > 0) == (status == "regressed") for block in estimates):
+            status = None  # a block that disagrees on the direction (a placement outlier?): measure more first
+        elif len(measured) < MIN_CHANGE_BLOCKS:
+            status = None
     within_share = combined.within_block ** 2 / max(len(measured), 1)
     grow = math.isfinite(combined.between_blocks) and within_share > combined.between_blocks ** 2
     next_windows = min(2 * last, MAX_WINDOW_GROWTH * first_windows) if grow else last
@@ -305,6 +321,12 @@ def judge_ab(
     if seen.status is None:
         reasons = (undecided_reason(combined, seen.half_width, tolerance, len(measured), measurement.seconds,
                                     budget_s, max_blocks),)
+        if len(measured) < MIN_CHANGE_BLOCKS and decision(
+            combined.log_ratio - seen.half_width, combined.log_ratio, combined.log_ratio + seen.half_width, tolerance
+        ) in ("regressed", "improved"):
+            reasons = (f"not decided after {len(measured)} blocks ({measurement.seconds:.0f} s): its interval "
+                       f"lies beyond the band, but a change is called from at least {MIN_CHANGE_BLOCKS} blocks; "
+                       f"the job's budget ended first",)
     elif status == "unchanged" and at_band_edge(combined.log_ratio - seen.half_width, combined.log_ratio,
                                                 combined.log_ratio + seen.half_width, tolerance):
         reasons = (f"at the band's edge: a change of about the band's size, its estimate inside the band and its "

@@ -8,12 +8,14 @@ import math
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfsuite.judge.ab import (
     MAX_BLOCKS,
+    MIN_CHANGE_BLOCKS,
     AbVerdict,
     block_estimate,
     combine,
@@ -84,9 +86,31 @@ def test_a_slowdown_beyond_the_band_with_its_interval_above_one_is_regressed_and
 
 
 def test_a_speed_up_beyond_the_band_is_improved_and_does_not_fail():
-    verdict = judge_ab(measured([[0.70, 0.71, 0.70, 0.69], [0.69, 0.70, 0.71, 0.70]]), [], 0.10, 0.10,
-                       family_size=1)
+    verdict = judge_ab(measured([[0.70, 0.71, 0.70, 0.69], [0.69, 0.70, 0.71, 0.70], [0.70, 0.69, 0.71, 0.70]]), [],
+                       0.10, 0.10, family_size=1)
     assert verdict.status == "improved" and not verdict.gate_failed
+
+
+def test_a_change_is_never_called_from_two_blocks_however_clear():
+    two = measured([[1.30, 1.31, 1.29, 1.30], [1.29, 1.30, 1.31, 1.30]])
+    assert MIN_CHANGE_BLOCKS == 3
+    assert look(two, 0.10, 1).status is None
+    verdict = judge_ab(two, [], 0.10, 0.10, family_size=1, budget_s=30)
+    assert verdict.status == "inconclusive" and verdict.fails_job()
+    (reason,) = verdict.reasons
+    assert "a change is called from at least 3 blocks" in reason
+
+
+def test_blocks_that_scatter_more_than_their_errors_allow_never_get_a_narrower_interval_than_their_scatter():
+    # Three blocks, each precise to 0.1%, spread over 4%: DerSimonian and Laird's tau^2 takes most of it, and the
+    # Hartung-Knapp scale keeps the variance at least what the scatter around the estimate says.
+    blocks = [block_estimate([(1.0, r * (1 + d)) for d in (-0.001, 0.0, 0.001, 0.0)]) for r in (1.0, 1.02, 1.04)]
+    combined = combine(blocks)
+    estimates = np.array([block.log_ratio for block in blocks])
+    weights = 1 / (np.array([block.standard_error ** 2 for block in blocks]) + combined.between_blocks ** 2)
+    scatter = float(np.sum(weights * (estimates - combined.log_ratio) ** 2)) / 2
+    assert combined.standard_error ** 2 == pytest.approx(max(1.0, scatter) / float(np.sum(weights)))
+    assert combined.standard_error >= float(np.std(estimates, ddof=1)) / math.sqrt(3) * 0.99
 
 
 def test_a_change_inside_the_band_whose_interval_lies_inside_it_is_unchanged_even_when_it_excludes_one():
@@ -211,6 +235,20 @@ def test_sequential_jobs_keep_unchanged_matrices_green_and_catch_planted_slowdow
     caught_5 = sum(sequential_job(rng, [1.05, 1.0, 1.0, 1.0], 0.05, 0.01, 0.03)[0].status == "regressed"
                    for _ in range(50))
     assert caught_10 == 50 and caught_5 >= 25
+
+
+def test_builds_that_scatter_as_much_as_half_the_band_cry_wolf_far_less_with_a_third_block(monkeypatch):
+    """Single-case A/A jobs whose blocks scatter by 3% (a fresh build's offset) around window noise of 7.7% (a
+    training step on this VM): calling a change from two blocks raised 16 false alarms in 300 of them, from three
+    2."""
+    def false_alarms(jobs: int) -> int:
+        rng = random.Random(5)
+        return sum(sequential_job(rng, [1.0], 0.05, 0.03, 0.077)[0].status in ("regressed", "improved")
+                   for _ in range(jobs))
+    with_three = false_alarms(300)
+    monkeypatch.setattr("perfsuite.judge.ab.MIN_CHANGE_BLOCKS", 2)
+    with_two = false_alarms(300)
+    assert with_three <= 4 and with_two >= 2 * max(with_three, 3)
 
 
 def test_a_placement_outlier_block_costs_blocks_not_false_alarms():

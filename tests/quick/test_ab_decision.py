@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from perfsuite.judge.ab import (
     MAX_BLOCKS,
-    MIN_CHANGE_BLOCKS,
     AbVerdict,
     block_estimate,
     combine,
@@ -91,14 +90,16 @@ def test_a_speed_up_beyond_the_band_is_improved_and_does_not_fail():
     assert verdict.status == "improved" and not verdict.gate_failed
 
 
-def test_a_change_is_never_called_from_two_blocks_however_clear():
-    two = measured([[1.30, 1.31, 1.29, 1.30], [1.29, 1.30, 1.31, 1.30]])
-    assert MIN_CHANGE_BLOCKS == 3
-    assert look(two, 0.10, 1).status is None
-    verdict = judge_ab(two, [], 0.10, 0.10, family_size=1, budget_s=30)
+def test_a_change_that_one_block_carries_is_withheld_and_says_so():
+    # A precise block at x1.08 and a noisy one around x1.07: together they read regressed beyond a 5% band, but the
+    # noisy block alone does not, so the precise one carries the verdict by itself.
+    one_carries = measured([[1.08, 1.081, 1.079, 1.08, 1.08, 1.081], [1.00, 1.14, 1.07, 1.02, 1.12, 1.07]])
+    seen = look(one_carries, 0.05, 1)
+    assert seen.status is None and seen.withheld is not None and "without one of its blocks" in seen.withheld
+    verdict = judge_ab(one_carries, [], 0.05, 0.10, family_size=1, budget_s=30)
     assert verdict.status == "inconclusive" and verdict.fails_job()
     (reason,) = verdict.reasons
-    assert "a change is called from at least 3 blocks" in reason
+    assert "not without one of its blocks" in reason
 
 
 def test_blocks_that_scatter_more_than_their_errors_allow_never_get_a_narrower_interval_than_their_scatter():
@@ -224,8 +225,8 @@ def test_a_false_alarm_needs_the_estimate_beyond_the_band(seed, window_sd, offse
 def test_sequential_jobs_keep_unchanged_matrices_green_and_catch_planted_slowdowns():
     """Simulated 4-case jobs with this VM's order of noise (a block offset sd of 1%, window noise 3%): looking after
     every block keeps unchanged matrices free of false alarms and decides every A/A case unchanged, in under 3
-    blocks on average; x1.10 is caught always and x1.05 in most jobs (the band is 5%, so about half of the x1.05
-    estimates fall inside it at the first looks)."""
+    blocks on average; x1.10 is caught always and x1.05 in about two jobs of five (the band is 5%, so about half of
+    the x1.05 estimates fall inside it, and from two blocks each must read beyond it on its own)."""
     rng = random.Random(11)
     jobs = [sequential_job(rng, [1.0] * 4, 0.05, 0.01, 0.03) for _ in range(150)]
     assert not any(v.status in ("regressed", "improved", "inconclusive") for job in jobs for v in job)
@@ -234,21 +235,22 @@ def test_sequential_jobs_keep_unchanged_matrices_green_and_catch_planted_slowdow
                     for _ in range(50))
     caught_5 = sum(sequential_job(rng, [1.05, 1.0, 1.0, 1.0], 0.05, 0.01, 0.03)[0].status == "regressed"
                    for _ in range(50))
-    assert caught_10 == 50 and caught_5 >= 25
+    assert caught_10 == 50 and caught_5 >= 18
 
 
-def test_builds_that_scatter_as_much_as_half_the_band_cry_wolf_far_less_with_a_third_block(monkeypatch):
+def test_builds_that_scatter_as_much_as_half_the_band_cry_wolf_far_less_when_no_one_block_carries_a_change(
+        monkeypatch):
     """Single-case A/A jobs whose blocks scatter by 3% (a fresh build's offset) around window noise of 7.7% (a
-    training step on this VM): calling a change from two blocks raised 16 false alarms in 300 of them, from three
-    2."""
+    training step on this VM): without the leave-one-block-out condition a change was called in 16 of 300 of them;
+    with it, in 2."""
     def false_alarms(jobs: int) -> int:
         rng = random.Random(5)
         return sum(sequential_job(rng, [1.0], 0.05, 0.03, 0.077)[0].status in ("regressed", "improved")
                    for _ in range(jobs))
-    with_three = false_alarms(300)
-    monkeypatch.setattr("perfsuite.judge.ab.MIN_CHANGE_BLOCKS", 2)
-    with_two = false_alarms(300)
-    assert with_three <= 4 and with_two >= 2 * max(with_three, 3)
+    with_condition = false_alarms(300)
+    monkeypatch.setattr("perfsuite.judge.ab.survives_any_one_block_left_out", lambda *arguments: True)
+    without = false_alarms(300)
+    assert with_condition <= 4 and without >= 2 * max(with_condition, 3)
 
 
 def test_a_placement_outlier_block_costs_blocks_not_false_alarms():

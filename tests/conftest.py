@@ -2,13 +2,13 @@
 in every file of tests/sessions); tests/quick/test_slow_mark.py checks that none is missed."""
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from perfsuite import Workload
+from perfsuite import Workload, workloads
 
 
 class EmbeddingWithMaxNorm(torch.nn.Module):
@@ -48,3 +48,35 @@ def _not_an_xdist_worker_for_inner_sessions() -> Iterator[None]:
         for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
             monkeypatch.delenv(name, raising=False)
         yield
+
+
+@pytest.fixture(scope="session")
+def _torch_dynamo_imported() -> None:
+    """torch._dynamo imported once in this process, before any pytester takes its snapshot of the modules: a gate
+    session imports it (perfsuite.run.devices asks whether torch.compile can run), and pytester unloads what a run
+    imported, so the next run would import it again, and torch refuses a second registration of its test ops."""
+    import torch._dynamo  # noqa: F401
+
+
+@pytest.fixture
+def run_in_process(
+    _torch_dynamo_imported: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., pytest.RunResult]:
+    """`pytest ARGS` in the pytester project, in this process (`runpytest_inprocess`): it saves a session the
+    seconds of a fresh Python importing torch and perfsuite. Each run starts from the models known before, as a
+    user's session in a fresh process does (those its conftest registers leave with the run), and torch's thread
+    count is put back after it (a session's --perf-threads sets it). Worker processes (--perf-processes) are fresh
+    processes all the same; what needs a process of its own (a signal, a relaunch) keeps runpytest_subprocess."""
+    known = dict(workloads.registered_workloads())
+    registered_in = dict(workloads._REGISTERED_IN)
+
+    def run(*args: str) -> pytest.RunResult:
+        monkeypatch.setattr(workloads, "_REGISTRY", dict(known))
+        monkeypatch.setattr(workloads, "_REGISTERED_IN", dict(registered_in))
+        threads = torch.get_num_threads()
+        try:
+            return pytester.runpytest_inprocess(*args)
+        finally:
+            torch.set_num_threads(threads)
+
+    return run

@@ -53,3 +53,51 @@ def run_pytest(root: Path, *arguments: str, python: str = sys.executable, env: d
     return subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", *arguments], cwd=root,
                           capture_output=True, text=True, timeout=timeout_s,
                           env=env if env is not None else {**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def run_pytest_in_process(root: Path, *arguments: str, env: dict[str, str] | None = None
+                          ) -> subprocess.CompletedProcess[str]:
+    """`pytest -p no:cacheprovider ARGUMENTS` in `root`, as `run_pytest` runs it but in this process (`pytest.main`):
+    a session saves the seconds of a fresh Python importing torch and perfsuite. The run leaves as it came: the
+    working folder, the environment (`env`, as `run_pytest` takes it: this one with one torch thread unless given),
+    sys.path, the modules it imported (torch's stay: torch refuses a second registration of its ops), the registered
+    models, torch's thread count and tempfile's folder. Worker processes (--perf-processes, A/B sides) are fresh
+    processes all the same; a test that signals or races the session, or needs its interpreter started differently
+    (PYTHONPATH), keeps `run_pytest`."""
+    import contextlib
+    import io
+    import tempfile
+
+    import pytest
+    import torch
+
+    from perfsuite import workloads
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_modules, saved_path, saved_cwd = dict(sys.modules), list(sys.path), os.getcwd()
+    saved_environ = dict(os.environ)
+    registry, registered_in = dict(workloads._REGISTRY), dict(workloads._REGISTERED_IN)
+    threads, saved_tempdir = torch.get_num_threads(), tempfile.tempdir
+    tempfile.tempdir = None  # found again from the run's TMPDIR, as a fresh process finds it
+    os.environ.clear()
+    os.environ.update(env if env is not None else {**saved_environ, "OMP_NUM_THREADS": "1"})
+    os.chdir(root)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = int(pytest.main(["-p", "no:cacheprovider", *arguments]))
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_environ)
+        for name in set(sys.modules) - set(saved_modules):
+            if not name.startswith("torch"):
+                del sys.modules[name]
+        sys.modules.update(saved_modules)
+        sys.path[:] = saved_path
+        workloads._REGISTRY.clear()
+        workloads._REGISTRY.update(registry)
+        workloads._REGISTERED_IN.clear()
+        workloads._REGISTERED_IN.update(registered_in)
+        torch.set_num_threads(threads)
+        tempfile.tempdir = saved_tempdir
+    return subprocess.CompletedProcess(["pytest", *arguments], code, out.getvalue(), err.getvalue())

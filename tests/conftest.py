@@ -2,6 +2,7 @@
 in every file of tests/sessions); tests/quick/test_slow_mark.py checks that none is missed."""
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -63,20 +64,36 @@ def run_in_process(
     _torch_dynamo_imported: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> Callable[..., pytest.RunResult]:
     """`pytest ARGS` in the pytester project, in this process (`runpytest_inprocess`): it saves a session the
-    seconds of a fresh Python importing torch and perfsuite. Each run starts from the models known before, as a
-    user's session in a fresh process does (those its conftest registers leave with the run), and torch's thread
-    count is put back after it (a session's --perf-threads sets it). Worker processes (--perf-processes) are fresh
-    processes all the same; what needs a process of its own (a signal, a relaunch) keeps runpytest_subprocess."""
-    known = dict(workloads.registered_workloads())
+    seconds of a fresh Python importing torch and perfsuite. Each run starts with no model registered, as a user's
+    session in a fresh process does (the built-in ones load as they would there; those it registers leave with it),
+    and torch's thread count is put back after it (a session's --perf-threads sets it). Worker processes
+    (--perf-processes) are fresh processes all the same; what needs a process of its own (a signal, a relaunch)
+    keeps runpytest_subprocess."""
     registered_in = dict(workloads._REGISTERED_IN)
 
-    def run(*args: str) -> pytest.RunResult:
-        monkeypatch.setattr(workloads, "_REGISTRY", dict(known))
+    def run(*args: str, no_reraise_ctrlc: bool = False) -> pytest.RunResult:
+        """`no_reraise_ctrlc`: a KeyboardInterrupt in the run ends it as interrupted (pytester raises it again
+        otherwise)."""
         monkeypatch.setattr(workloads, "_REGISTERED_IN", dict(registered_in))
+        before = workloads.swap_registry_state(({}, False, False))  # as a fresh process starts
         threads = torch.get_num_threads()
         try:
-            return pytester.runpytest_inprocess(*args)
+            return pytester.runpytest_inprocess(*args, no_reraise_ctrlc=no_reraise_ctrlc)
         finally:
+            workloads.swap_registry_state(before)
             torch.set_num_threads(threads)
 
     return run
+
+
+@pytest.fixture
+def sigint_not_ignored() -> Iterator[None]:
+    """SIGINT at Python's default in this process while the test starts the sessions it interrupts: a shell that
+    starts the suite in the background without job control (`(pytest ... &)`) starts it with SIGINT ignored, every
+    process it starts inherits that, and the Ctrl-C a test sends its session would then do nothing."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

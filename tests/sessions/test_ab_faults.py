@@ -147,7 +147,9 @@ def wait_for_no_workers(tmp_path: Path, within_s: float = 5.0) -> list[int]:
 
 
 @pytest.mark.parametrize("receiver", ["group", "pytest"])
-def test_one_ctrl_c_stops_the_job_within_seconds_keeping_the_decided_verdicts(tmp_path: Path, receiver: str):
+def test_one_ctrl_c_stops_the_job_within_seconds_keeping_the_decided_verdicts(
+    tmp_path: Path, receiver: str, sigint_not_ignored: None
+):
     root = make_project(tmp_path / "project", MODEL + STOPPER, PYPROJECT + STOPPER_BAND, "the models")
     stopped_at = tmp_path / "stopped"
     env = environment(tmp_path, AB_TEST_OPENS=str(tmp_path / "opens.log"), AB_TEST_STOPPED=str(stopped_at),

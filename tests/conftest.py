@@ -2,13 +2,14 @@
 in every file of tests/sessions); tests/quick/test_slow_mark.py checks that none is missed."""
 
 import os
-from collections.abc import Iterator
+import signal
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from perfsuite import Workload
+from perfsuite import Workload, workloads
 
 
 class EmbeddingWithMaxNorm(torch.nn.Module):
@@ -48,3 +49,51 @@ def _not_an_xdist_worker_for_inner_sessions() -> Iterator[None]:
         for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
             monkeypatch.delenv(name, raising=False)
         yield
+
+
+@pytest.fixture(scope="session")
+def _torch_dynamo_imported() -> None:
+    """torch._dynamo imported once in this process, before any pytester takes its snapshot of the modules: a gate
+    session imports it (perfsuite.run.devices asks whether torch.compile can run), and pytester unloads what a run
+    imported, so the next run would import it again, and torch refuses a second registration of its test ops."""
+    import torch._dynamo  # noqa: F401
+
+
+@pytest.fixture
+def run_in_process(
+    _torch_dynamo_imported: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., pytest.RunResult]:
+    """`pytest ARGS` in the pytester project, in this process (`runpytest_inprocess`): it saves a session the
+    seconds of a fresh Python importing torch and perfsuite. Each run starts with no model registered, as a user's
+    session in a fresh process does (the built-in ones load as they would there; those it registers leave with it),
+    and torch's thread count is put back after it (a session's --perf-threads sets it). Worker processes
+    (--perf-processes) are fresh processes all the same; what needs a process of its own (a signal, a relaunch)
+    keeps runpytest_subprocess."""
+    registered_in = dict(workloads._REGISTERED_IN)
+
+    def run(*args: str, no_reraise_ctrlc: bool = False) -> pytest.RunResult:
+        """`no_reraise_ctrlc`: a KeyboardInterrupt in the run ends it as interrupted (pytester raises it again
+        otherwise)."""
+        monkeypatch.setattr(workloads, "_REGISTERED_IN", dict(registered_in))
+        before = workloads.swap_registry_state(({}, False, False))  # as a fresh process starts
+        threads = torch.get_num_threads()
+        try:
+            return pytester.runpytest_inprocess(*args, no_reraise_ctrlc=no_reraise_ctrlc)
+        finally:
+            workloads.swap_registry_state(before)
+            torch.set_num_threads(threads)
+
+    return run
+
+
+@pytest.fixture
+def sigint_not_ignored() -> Iterator[None]:
+    """SIGINT at Python's default in this process while the test starts the sessions it interrupts: a shell that
+    starts the suite in the background without job control (`(pytest ... &)`) starts it with SIGINT ignored, every
+    process it starts inherits that, and the Ctrl-C a test sends its session would then do nothing."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

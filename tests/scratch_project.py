@@ -53,3 +53,58 @@ def run_pytest(root: Path, *arguments: str, python: str = sys.executable, env: d
     return subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", *arguments], cwd=root,
                           capture_output=True, text=True, timeout=timeout_s,
                           env=env if env is not None else {**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def run_pytest_in_process(root: Path, *arguments: str, env: dict[str, str] | None = None
+                          ) -> subprocess.CompletedProcess[str]:
+    """`pytest -p no:cacheprovider ARGUMENTS` in `root`, as `run_pytest` runs it but in this process (`pytest.main`):
+    a session saves the seconds of a fresh Python importing torch and perfsuite. The run leaves as it came: the
+    working folder, the environment (`env`, as `run_pytest` takes it: this one with one torch thread unless given),
+    sys.path, the modules it imported from the project (the conftest, its models, the base checkout's; those of the
+    environment stay, as in a process that ran them before: torch refuses a second registration of its ops), the
+    registered models (it starts with none, as a fresh process does), torch's thread count and tempfile's folder.
+    Worker processes (--perf-processes, A/B sides) are fresh processes all the same; a test that signals or races the
+    session, or needs its interpreter started differently (PYTHONPATH), keeps `run_pytest`."""
+    import contextlib
+    import io
+    import tempfile
+
+    import pytest
+    import torch
+
+    from perfsuite import workloads
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_modules, saved_path, saved_cwd = dict(sys.modules), list(sys.path), os.getcwd()
+    saved_environ = dict(os.environ)
+    registered_in = dict(workloads._REGISTERED_IN)
+    registry = workloads.swap_registry_state(({}, False, False))
+    threads, saved_tempdir = torch.get_num_threads(), tempfile.tempdir
+    tempfile.tempdir = None  # found again from the run's TMPDIR, as a fresh process finds it
+    os.environ.clear()
+    os.environ.update(env if env is not None else {**saved_environ, "OMP_NUM_THREADS": "1"})
+    os.chdir(root)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = int(pytest.main(["-p", "no:cacheprovider", *arguments]))
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_environ)
+        for name in set(sys.modules) - set(saved_modules):
+            if _is_under(sys.modules[name], root):
+                del sys.modules[name]
+        sys.modules.update(saved_modules)
+        sys.path[:] = saved_path
+        workloads.swap_registry_state(registry)
+        workloads._REGISTERED_IN.clear()
+        workloads._REGISTERED_IN.update(registered_in)
+        torch.set_num_threads(threads)
+        tempfile.tempdir = saved_tempdir
+    return subprocess.CompletedProcess(["pytest", *arguments], code, out.getvalue(), err.getvalue())
+
+
+def _is_under(module: object, root: Path) -> bool:
+    """Whether `module` was loaded from a file or folder under `root`."""
+    files = [getattr(module, "__file__", None), *list(getattr(module, "__path__", None) or [])]
+    return any(file is not None and Path(file).resolve().is_relative_to(root.resolve()) for file in files)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.scratch_project import git, make_project, run_pytest
+from tests.scratch_project import git, make_project, run_pytest_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -120,7 +120,9 @@ def environment(tmp_path: Path, **more: str) -> dict[str, str]:
 
 
 def run(root: Path, env: dict[str, str], *options: str) -> subprocess.CompletedProcess[str]:
-    return run_pytest(root, *JOB, *options, env=env)
+    """The job, its session in this process (its sides in worker processes): for the tests that neither signal nor
+    race it."""
+    return run_pytest_in_process(root, *JOB, *options, env=env)
 
 
 def workers_alive(tmp_path: Path) -> list[int]:
@@ -145,7 +147,9 @@ def wait_for_no_workers(tmp_path: Path, within_s: float = 5.0) -> list[int]:
 
 
 @pytest.mark.parametrize("receiver", ["group", "pytest"])
-def test_one_ctrl_c_stops_the_job_within_seconds_keeping_the_decided_verdicts(tmp_path: Path, receiver: str):
+def test_one_ctrl_c_stops_the_job_within_seconds_keeping_the_decided_verdicts(
+    tmp_path: Path, receiver: str, sigint_not_ignored: None
+):
     root = make_project(tmp_path / "project", MODEL + STOPPER, PYPROJECT + STOPPER_BAND, "the models")
     stopped_at = tmp_path / "stopped"
     env = environment(tmp_path, AB_TEST_OPENS=str(tmp_path / "opens.log"), AB_TEST_STOPPED=str(stopped_at),
@@ -174,10 +178,11 @@ def test_a_second_job_is_refused_naming_the_first_which_runs_on_and_a_killed_job
     root = make_project(tmp_path / "project", MODEL, PYPROJECT, "the models")
     git(root, "commit", "-q", "--allow-empty", "-m", "head")
     env = environment(tmp_path)
-    # A band far inside any floor and long windows: the first job measures until it is stopped (its 16 blocks of
-    # windows of the default length could end before the second job, slow to start on a loaded machine, looks).
+    # A band far inside any floor and longer windows: the first job measures until it is stopped (its 16 blocks of
+    # windows of the default length could end before the second job, slow to start on a loaded machine, looks; at 2 s
+    # a side a block they take over a minute, and the first block, which the test waits for, about 4 s).
     first = subprocess.Popen(pytest_command("--perf-ab", "HEAD~1", "--perf-ab-budget", "600", "--perf-tolerance",
-                                            "0.00001", "--benchmark-max-time", "10"), cwd=root,
+                                            "0.00001", "--benchmark-max-time", "2"), cwd=root,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert first.stdout is not None
     for line in first.stdout:  # the first job measures: its checkout and working folder exist

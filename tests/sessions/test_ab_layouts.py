@@ -8,7 +8,6 @@ modules from the head's tree and read `unchanged`. The last two layouts measure 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import sysconfig
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.scratch_project import PERF_TEST, commit_all, git, run_pytest, write
+from tests.scratch_project import PERF_TEST, commit_all, git, run_pytest, run_pytest_in_process, write
 
 pytestmark = pytest.mark.slow
 
@@ -55,8 +54,11 @@ register_workload(Workload(
 
 
 def judge(root: Path, python: str = sys.executable) -> tuple[subprocess.CompletedProcess[str], dict]:
-    result = run_pytest(root, "--benchmark-only", "--benchmark-max-time", "0.3", "--perf-ab", "HEAD~1",
-                        "--perf-ab-budget", "120", python=python)
+    """The A/B job against HEAD~1 with `python`: its session in this process when that is this interpreter (its sides
+    run in worker processes either way)."""
+    options = ("--benchmark-only", "--benchmark-max-time", "0.1", "--perf-ab", "HEAD~1", "--perf-ab-budget", "120")
+    result = run_pytest_in_process(root, *options) if python == sys.executable else run_pytest(
+        root, *options, python=python)
     summary_file = root / ".perfsuite" / "ab.json"
     return result, json.loads(summary_file.read_text()) if summary_file.exists() else {}
 
@@ -165,11 +167,7 @@ def test_a_model_defined_in_one_module_and_registered_in_the_conftest(tmp_path: 
 def test_each_layout_measures_in_worker_processes_of_the_gate(tmp_path: Path, layout: str):
     root = tmp_path / "project"
     write(root, LAYOUTS[layout])
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "--benchmark-max-time", "0.1",
-         "--perf-processes", "2"],
-        cwd=root, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    result = run_pytest_in_process(root, "--benchmark-only", "--benchmark-max-time", "0.1", "--perf-processes", "2")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "1 passed" in result.stdout and "was not found in a worker process" not in result.stdout
     assert "process 2/2 measured cpu-fp32-stack-bs64-infer-smoke" in result.stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.scratch_project import commit, git, make_project, run_pytest
+from tests.scratch_project import commit, git, make_project, run_pytest, run_pytest_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -54,13 +54,20 @@ def wide_project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "project", MODEL, PYPROJECT)
 
 
+PAIRS = 2  # the fewest an A/B job takes
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return wide_project(tmp_path)
 
 
-def ab(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    return run_pytest(root, "--benchmark-only", "--benchmark-max-time", "0.3", "--perf-processes", "4", *options)
+def ab(root: Path, *options: str, own_process: bool = False) -> subprocess.CompletedProcess[str]:
+    """An A/B job of PAIRS process pairs with short windows, its session in this process unless `own_process` (its
+    sides run in worker processes either way): each verdict here is far outside its floor (or the inconclusive one
+    far inside it), so the fewest blocks the job allows decide it."""
+    run = run_pytest if own_process else run_pytest_in_process
+    return run(root, "--benchmark-only", "--benchmark-max-time", "0.1", "--perf-processes", str(PAIRS), *options)
 
 
 def test_a_layer_run_twice_is_regressed_and_the_base_ran_the_base_commits_model(project: Path):
@@ -88,12 +95,13 @@ def test_a_comment_only_change_is_unchanged_with_identical_outputs(project: Path
     assert result.returncode == 0, result.stdout + result.stderr
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
     assert case["status"] == "unchanged" and case["largest_output_difference"] == 0
-    assert case["pairs"] == 4 and case["floor"] < 0.5
+    assert case["pairs"] == PAIRS and case["floor"] < 0.5
 
 
 def test_a_verdict_that_cannot_judge_fails_the_job_unless_only_warned_of(project: Path):
-    """A band far inside any floor: the A/A verdict is inconclusive, which is never a pass."""
-    result = ab(project, "--perf-ab", "HEAD", "--perf-tolerance", "0.0001", "--perf-ab-budget", "10")
+    """A band far inside any floor: the A/A verdict is inconclusive, which is never a pass. A budget of one second
+    ends the job after the first blocks, which every case gets whatever the budget."""
+    result = ab(project, "--perf-ab", "HEAD", "--perf-tolerance", "0.0001", "--perf-ab-budget", "1")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "perfsuite A/B FAILED: 1 inconclusive" in result.stdout
     assert "cpu-fp32-wide-bs64-infer-smoke: inconclusive: the budget ran out" in result.stdout
@@ -101,7 +109,7 @@ def test_a_verdict_that_cannot_judge_fails_the_job_unless_only_warned_of(project
     summary = json.loads((project / ".perfsuite" / "ab.json").read_text())
     assert summary["job_failed"] and summary["cases"][0]["fails_job"]
     warned = ab(project, "--perf-ab", "HEAD", "--perf-tolerance", "0.0001", "--perf-on-inconclusive", "warn",
-                "--perf-ab-budget", "10")
+                "--perf-ab-budget", "1")
     assert warned.returncode == 0, warned.stdout + warned.stderr
     assert "perfsuite A/B passed: 1 inconclusive" in warned.stdout
     assert "is only a warning (--perf-on-inconclusive warn)" in warned.stdout
@@ -198,9 +206,9 @@ def test_a_case_that_does_not_fit_twice_is_measured_one_side_at_a_time_and_says_
     commit(project, "a model that fits once")
     monkeypatch.setenv("AB_TEST_LOCKS", str(project.parent / "locks"))
     # An A/A job: what this test checks is the fallback, so a verdict too noisy to judge is only warned of.
-    result = ab(project, "--perf-ab", "HEAD", "--perf-on-inconclusive", "warn", "--perf-ab-budget", "60")
+    result = ab(project, "--perf-ab", "HEAD", "--perf-on-inconclusive", "warn", "--perf-ab-budget", "1")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
-    assert case["status"] in ("unchanged", "inconclusive") and case["pairs"] >= 4
+    assert case["status"] in ("unchanged", "inconclusive") and case["pairs"] >= PAIRS
     assert all(pair["one_side_at_a_time"] for pair in case["process_pairs"])
     assert "both sides did not fit in device memory together" in result.stdout

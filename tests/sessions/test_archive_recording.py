@@ -28,16 +28,18 @@ def archive_files(project):
     return sorted((project.path / "baselines" / "archive" / "cpu" / MACHINE).glob("*.json"))
 
 
-def record(project, *flags):
-    result = project.runpytest_subprocess(*RUN, "--perf-machine", MACHINE, *flags)
+def record(run, *flags):
+    result = run(*RUN, "--perf-machine", MACHINE, *flags)
     result.assert_outcomes(passed=1)
     return result
 
 
-def test_two_recordings_and_a_rebaseline_leave_three_session_files_and_the_site_marks_the_rebaseline(project):
-    record(project, "--perf-update-baseline")
-    second = record(project, "--perf-update-baseline")
-    record(project, "--perf-rebaseline")
+def test_two_recordings_and_a_rebaseline_leave_three_session_files_and_the_site_marks_the_rebaseline(
+    project, run_in_process
+):
+    record(run_in_process, "--perf-update-baseline")
+    second = record(run_in_process, "--perf-update-baseline")
+    record(run_in_process, "--perf-rebaseline")
 
     files = archive_files(project)
     assert len(files) == 3
@@ -60,17 +62,19 @@ def test_two_recordings_and_a_rebaseline_leave_three_session_files_and_the_site_
     assert len(re.findall(r'<li class="mark mark-rebaseline">', page)) == 1
 
 
-def test_a_session_that_only_judges_archives_nothing(project):
-    record(project, "--perf-update-baseline")
-    project.runpytest_subprocess(*RUN, "--perf-machine", MACHINE).assert_outcomes(passed=1)
+def test_a_session_that_only_judges_archives_nothing(project, run_in_process):
+    record(run_in_process, "--perf-update-baseline")
+    run_in_process(*RUN, "--perf-machine", MACHINE).assert_outcomes(passed=1)
     assert len(archive_files(project)) == 1
 
 
-def test_an_archive_folder_that_cannot_be_made_fails_the_session_after_the_baseline_is_recorded(project):
+def test_an_archive_folder_that_cannot_be_made_fails_the_session_after_the_baseline_is_recorded(
+    project, run_in_process
+):
     blocked = project.path / "baselines" / "archive"
     blocked.parent.mkdir()
     blocked.write_text("not a folder")
-    result = project.runpytest_subprocess(*RUN, "--perf-machine", MACHINE, "--perf-update-baseline")
+    result = run_in_process(*RUN, "--perf-machine", MACHINE, "--perf-update-baseline")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([f"recorded into *{MACHINE}.json but not archived under {blocked}: *"])
     assert blocked.read_text() == "not a folder"

@@ -23,18 +23,18 @@ RUN = ("--benchmark-only", "--perf-device", "cpu", "--perf-dtype", "fp32", "--pe
 
 
 @pytest.fixture
-def recorded(pytester, monkeypatch):
+def recorded(pytester, run_in_process, monkeypatch):
     pytester.makeconftest(WIDENABLE)
     pytester.makepyfile("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
     pytester.makepyprojecttoml("[tool.perfsuite]\n")
     monkeypatch.setenv("WIDTH", "8")
-    pytester.runpytest_subprocess(*RUN, "--perf-update-baseline").assert_outcomes(passed=1)
+    run_in_process(*RUN, "--perf-update-baseline").assert_outcomes(passed=1)
     monkeypatch.setenv("WIDTH", "16")
     return pytester
 
 
-def test_a_widened_layer_fails_the_gate_naming_what_changed_and_the_ways_on(recorded):
-    result = recorded.runpytest_subprocess(*RUN)
+def test_a_widened_layer_fails_the_gate_naming_what_changed_and_the_ways_on(recorded, run_in_process):
+    result = run_in_process(*RUN)
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
     assert "cpu-fp32-widenable-bs2-infer-smoke changed against its history" in output
@@ -42,13 +42,13 @@ def test_a_widened_layer_fails_the_gate_naming_what_changed_and_the_ways_on(reco
     assert "--perf-rebaseline" in output and "--perf-ab merge-base" in output
 
 
-def test_on_change_warn_in_pyproject_passes_the_changed_case_with_the_warning(recorded):
+def test_on_change_warn_in_pyproject_passes_the_changed_case_with_the_warning(recorded, run_in_process):
     recorded.makepyprojecttoml('[tool.perfsuite]\non-change = "warn"\n')
-    result = recorded.runpytest_subprocess(*RUN)
+    result = run_in_process(*RUN)
     result.assert_outcomes(passed=1)
     assert "a warning (--perf-on-change warn)" in result.stdout.str()
 
 
-def test_rebaseline_starts_the_history_over_and_the_next_run_is_judged(recorded):
-    recorded.runpytest_subprocess(*RUN, "--perf-rebaseline").assert_outcomes(passed=1)
-    recorded.runpytest_subprocess(*RUN).assert_outcomes(passed=1)
+def test_rebaseline_starts_the_history_over_and_the_next_run_is_judged(recorded, run_in_process):
+    run_in_process(*RUN, "--perf-rebaseline").assert_outcomes(passed=1)
+    run_in_process(*RUN).assert_outcomes(passed=1)

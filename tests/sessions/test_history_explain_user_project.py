@@ -25,9 +25,9 @@ from tests.sessions.test_ab_user_project import ab
 
 pytestmark = pytest.mark.slow
 BENCHMARK_ID = "cpu-fp32-normed-bs16-infer-smoke"
-# Five processes a session where the profiles of several worker processes are merged; one (in the pytest process)
+# Three processes a session where the profiles of several worker processes are merged; one (in the pytest process)
 # where the verdict must be certain.
-PROCESSES = ("--perf-processes", "5")
+PROCESSES = ("--perf-processes", "3")
 ONE_PROCESS = ("--perf-processes", "1")
 # A wait of 3 ms after every module's forward (the model and its four norms): 15 ms on a 1-4 ms step.
 LONG_HOST_WAIT = (HOST_WAIT[0], HOST_WAIT[1].replace("300e-6", "3e-3"))

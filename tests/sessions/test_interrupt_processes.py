@@ -56,8 +56,9 @@ def cases_in(text: str) -> set[str]:
     return set(re.findall(r"stopper-bs\d", text))
 
 
-def test_ctrl_c_with_two_processes_keeps_the_case_both_finished_and_records_no_partial_run(pytester, monkeypatch,
-                                                                                          tmp_path):
+def test_ctrl_c_with_two_processes_keeps_the_case_both_finished_and_records_no_partial_run(
+    pytester, monkeypatch, tmp_path, sigint_not_ignored
+):
     monkeypatch.setenv("WORKER_LOG", str(tmp_path / "workers.log"))
     monkeypatch.setenv("STOP_AT_WORKER", "5")
     pytester.makeconftest(STOPPING)

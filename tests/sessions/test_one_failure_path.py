@@ -3,6 +3,8 @@ a NaN loss, a wrong result, an out-of-memory and a step that raises, each run th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -82,11 +84,12 @@ CASES = {
 }
 
 
-def _outcome_and_message(project: pytest.Pytester, model: str, processes: int) -> tuple[str, str]:
+def _outcome_and_message(run: Callable[..., pytest.RunResult], model: str, processes: int) -> tuple[str, str]:
     """What pytest made of the one case of `model` measured with `processes` processes: its outcome, and its message
-    as the test showed it (a failed test's report; a skipped test's reason)."""
+    as the test showed it (a failed test's report; a skipped test's reason). The session runs in this process
+    (`run_in_process`); with two processes the case is measured in two fresh worker processes all the same."""
     benchmark_id, mode = CASES[model]
-    result = project.runpytest_subprocess(
+    result = run(
         "--benchmark-only", "--perf-device", "cpu", "--perf-dtype", "fp32", "--perf-model", model, "--perf-mode",
         mode, "--perf-profile", "smoke", "--perf-warmup", "1", "--benchmark-max-time", "0.02",
         "--perf-processes", str(processes), "-rs",
@@ -116,8 +119,10 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     ("out-of-memory", "skipped", "out of memory at batch size 2"),
     ("raises", "failed", "the step raised ValueError: this layer is broken"),
 ], ids=["nan-loss", "wrong-result", "out-of-memory", "step-raises"])
-def test_a_bad_step_gives_the_same_outcome_and_message_with_one_process_or_two(project, model, outcome, message):
-    in_pytest = _outcome_and_message(project, model, processes=1)
-    in_workers = _outcome_and_message(project, model, processes=2)
+def test_a_bad_step_gives_the_same_outcome_and_message_with_one_process_or_two(
+    project, run_in_process, model, outcome, message
+):
+    in_pytest = _outcome_and_message(run_in_process, model, processes=1)
+    in_workers = _outcome_and_message(run_in_process, model, processes=2)
     assert in_pytest == in_workers
     assert in_pytest[0] == outcome and message in in_pytest[1], in_pytest

@@ -31,10 +31,10 @@ register_workload(Workload(
 '''
 
 
-def test_planted_out_of_memory_skips_the_rest_of_the_sweep_and_the_session_goes_on(pytester):
+def test_planted_out_of_memory_skips_the_rest_of_the_sweep_and_the_session_goes_on(pytester, run_in_process):
     pytester.makeconftest(PLANTED)
     pytester.makepyfile("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
-    result = pytester.runpytest_subprocess(
+    result = run_in_process(
         "--benchmark-only", "--perf-device", "cpu", "--perf-dtype", "fp32", "--perf-model", "planted-oom",
         "--perf-profile", "standard", "--benchmark-max-time", "0.05", "-rs",
     )

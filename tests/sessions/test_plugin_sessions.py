@@ -1,5 +1,5 @@
-"""The plugin as a user meets it: pytest runs over a scratch project, in a subprocess where it measures (a collection
-runs in this process).
+"""The plugin as a user meets it: pytest runs over a scratch project, in this process (`run_in_process`, which starts
+each run from the models known before, as a fresh process does).
 
 The in-process tests of this subject: tests/quick/test_plugin.py."""
 
@@ -34,8 +34,8 @@ def collect(user_project, monkeypatch):
     return run
 
 
-def test_benchmark_json_holds_every_case_with_its_figures(user_project):
-    result = user_project.runpytest_subprocess(
+def test_benchmark_json_holds_every_case_with_its_figures(user_project, run_in_process):
+    result = run_in_process(
         "--benchmark-only", "--perf-profile", "smoke", "--perf-device", "cpu", "--perf-model", "tiny-mlp",
         "--benchmark-json", "out.json", "--benchmark-max-time", "0.05",
     )
@@ -67,8 +67,8 @@ def test_absent_devices_are_listed_as_skipped_with_reasons(collect):
         result.stdout.fnmatch_lines(["perfsuite: 4 case(s) skipped: cuda unavailable: *built without CUDA"])
 
 
-def test_skipped_cases_report_their_reason_when_run(user_project):
-    result = user_project.runpytest_subprocess(
+def test_skipped_cases_report_their_reason_when_run(user_project, run_in_process):
+    result = run_in_process(
         "--benchmark-only", "--perf-device", "mps", "--perf-profile", "smoke", "--perf-model", "tiny-mlp", "-rs"
     )
     import torch

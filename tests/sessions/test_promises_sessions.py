@@ -4,7 +4,8 @@ Read this as the list of promises: each test hands perfsuite one bad input (a fi
 that lies about its size, a broken baseline, an option that cannot work) and checks the promised outcome: a
 message that says what was wrong, where and what to do, and what is kept (a file is never half-written, never
 silently replaced, never silently ignored). The commands are called as functions where that shows the promise
-(`perfsuite.cli.main([...])`); the gate runs through pytest twice, in a subprocess, as a user runs it.
+(`perfsuite.cli.main([...])`); the gate runs through pytest as a user runs it, in this process (`run_in_process`)
+or, where a FIFO could block it if a promise broke, in a subprocess with a timeout.
 Inputs that could flood memory if a promise broke (/dev/zero) are read in a child capped at 1 GiB.
 
 The in-process tests of this subject: tests/quick/test_promises.py."""
@@ -68,13 +69,14 @@ def test_the_gate_fails_the_case_of_a_fifo_baseline_at_once_writes_the_summary_a
     assert json.loads((project.path / ".perfsuite" / "summary.json").read_text())["counts"]["errored"] == 1
 
 
-def test_rebaseline_moves_a_truncated_baseline_aside_records_afresh_and_never_records_a_nan_loss(project):
+def test_rebaseline_moves_a_truncated_baseline_aside_records_afresh_and_never_records_a_nan_loss(
+    project, run_in_process
+):
     path = project.path / "baselines" / "cpu" / "promises.json"
     path.parent.mkdir(parents=True)
     path.write_text('{"schema": "perfsuite-baseline", "entries": {', encoding="utf-8")
-    result = project.runpytest_subprocess(
+    result = run_in_process(
         *GATE_RUN, "--perf-model", "sleeper,diverging", "--perf-mode", "train,infer", "--perf-rebaseline",
-        timeout=120,
     )
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
@@ -88,9 +90,9 @@ def test_rebaseline_moves_a_truncated_baseline_aside_records_afresh_and_never_re
     ]
 
 
-def test_a_summary_dir_that_is_a_file_stops_the_session_before_anything_is_measured(project):
+def test_a_summary_dir_that_is_a_file_stops_the_session_before_anything_is_measured(project, run_in_process):
     (project.path / "report").write_text("keep")
-    result = project.runpytest_subprocess(*GATE_RUN, "--perf-summary-dir=report", timeout=120)
+    result = run_in_process(*GATE_RUN, "--perf-summary-dir=report")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--perf-summary-dir: 'report' is a file, not a folder*"])
     assert "perfsuite: " not in result.stdout.str() and (project.path / "report").read_text() == "keep"

@@ -27,8 +27,8 @@ as a case is decided keeps the chance of any false alarm in an unchanged matrix 
 A case is decided at the first look where, with at least MIN_BLOCKS blocks:
 - regressed: the interval lies above 1, the estimate exceeds the band (the case's tolerance), and the blocks left
   after leaving out any one of them say the same (one block that a bad placement or a burst of other work offset
-  must not carry a verdict; with two blocks each must say it on its own; this only ever withholds a verdict; in 300
-  simulated one-case A/A jobs whose builds scatter by 3%, 16 false alarms without it, 2 with it);
+  must not carry a verdict; with two blocks each must say it on its own; this only ever withholds a verdict; in 150
+  simulated one-case A/A jobs whose builds scatter by 3%, 8 false alarms without it, 1 with it);
   improved: the mirror image;
 - unchanged: the interval lies inside the band, (1 + band)^-1 .. 1 + band; or, at the band's edge, the interval is
   precise (half width at most half the band) and reaches past the edge while the estimate lies inside: a change of

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from perfsuite import Workload, workloads
+from perfsuite import Workload
+from tests.scratch_project import as_a_fresh_process_registers
 
 
 class EmbeddingWithMaxNorm(torch.nn.Module):
@@ -61,7 +62,7 @@ def _torch_dynamo_imported() -> None:
 
 @pytest.fixture
 def run_in_process(
-    _torch_dynamo_imported: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    _torch_dynamo_imported: None, pytester: pytest.Pytester
 ) -> Callable[..., pytest.RunResult]:
     """`pytest ARGS` in the pytester project, in this process (`runpytest_inprocess`): it saves a session the
     seconds of a fresh Python importing torch and perfsuite. Each run starts with no model registered, as a user's
@@ -69,19 +70,12 @@ def run_in_process(
     and torch's thread count is put back after it (a session's --perf-threads sets it). Worker processes
     (--perf-processes) are fresh processes all the same; what needs a process of its own (a signal, a relaunch)
     keeps runpytest_subprocess."""
-    registered_in = dict(workloads._REGISTERED_IN)
 
     def run(*args: str, no_reraise_ctrlc: bool = False) -> pytest.RunResult:
         """`no_reraise_ctrlc`: a KeyboardInterrupt in the run ends it as interrupted (pytester raises it again
         otherwise)."""
-        monkeypatch.setattr(workloads, "_REGISTERED_IN", dict(registered_in))
-        before = workloads.swap_registry_state(({}, False, False))  # as a fresh process starts
-        threads = torch.get_num_threads()
-        try:
+        with as_a_fresh_process_registers():
             return pytester.runpytest_inprocess(*args, no_reraise_ctrlc=no_reraise_ctrlc)
-        finally:
-            workloads.swap_registry_state(before)
-            torch.set_num_threads(threads)
 
     return run
 

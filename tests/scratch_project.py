@@ -4,9 +4,11 @@ committed on main by a made-up author; and pytest run in it as a user runs it.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 PERF_TEST = "def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n"
@@ -55,6 +57,27 @@ def run_pytest(root: Path, *arguments: str, python: str = sys.executable, env: d
                           env=env if env is not None else {**os.environ, "OMP_NUM_THREADS": "1"})
 
 
+@contextlib.contextmanager
+def as_a_fresh_process_registers() -> Iterator[None]:
+    """While inside: no model registered, as a session in a fresh process starts (the built-in ones load as they
+    would there). After: the registered models and their sources, and torch's thread count (a session's
+    --perf-threads sets it), as they were."""
+    import torch
+
+    from perfsuite import workloads
+
+    registered_in = dict(workloads._REGISTERED_IN)
+    registry = workloads.swap_registry_state(({}, False, False))
+    threads = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        workloads.swap_registry_state(registry)
+        workloads._REGISTERED_IN.clear()
+        workloads._REGISTERED_IN.update(registered_in)
+        torch.set_num_threads(threads)
+
+
 def run_pytest_in_process(root: Path, *arguments: str, env: dict[str, str] | None = None
                           ) -> subprocess.CompletedProcess[str]:
     """`pytest -p no:cacheprovider ARGUMENTS` in `root`, as `run_pytest` runs it but in this process (`pytest.main`):
@@ -65,27 +88,21 @@ def run_pytest_in_process(root: Path, *arguments: str, env: dict[str, str] | Non
     registered models (it starts with none, as a fresh process does), torch's thread count and tempfile's folder.
     Worker processes (--perf-processes, A/B sides) are fresh processes all the same; a test that signals or races the
     session, or needs its interpreter started differently (PYTHONPATH), keeps `run_pytest`."""
-    import contextlib
     import io
     import tempfile
 
     import pytest
-    import torch
-
-    from perfsuite import workloads
 
     out, err = io.StringIO(), io.StringIO()
     saved_modules, saved_path, saved_cwd = dict(sys.modules), list(sys.path), os.getcwd()
     saved_environ = dict(os.environ)
-    registered_in = dict(workloads._REGISTERED_IN)
-    registry = workloads.swap_registry_state(({}, False, False))
-    threads, saved_tempdir = torch.get_num_threads(), tempfile.tempdir
+    saved_tempdir = tempfile.tempdir
     tempfile.tempdir = None  # found again from the run's TMPDIR, as a fresh process finds it
     os.environ.clear()
     os.environ.update(env if env is not None else {**saved_environ, "OMP_NUM_THREADS": "1"})
     os.chdir(root)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with as_a_fresh_process_registers(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = int(pytest.main(["-p", "no:cacheprovider", *arguments]))
     finally:
         os.chdir(saved_cwd)
@@ -96,10 +113,6 @@ def run_pytest_in_process(root: Path, *arguments: str, env: dict[str, str] | Non
                 del sys.modules[name]
         sys.modules.update(saved_modules)
         sys.path[:] = saved_path
-        workloads.swap_registry_state(registry)
-        workloads._REGISTERED_IN.clear()
-        workloads._REGISTERED_IN.update(registered_in)
-        torch.set_num_threads(threads)
         tempfile.tempdir = saved_tempdir
     return subprocess.CompletedProcess(["pytest", *arguments], code, out.getvalue(), err.getvalue())
 

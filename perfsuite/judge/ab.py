@@ -12,9 +12,9 @@ lies is estimated per case at two levels:
   their own errors. Its variance tau^2 is DerSimonian and Laird's random-effects estimate (Controlled Clinical
   Trials 7, 1986), and the case's estimate weighs each block by 1 / (its error^2 + tau^2): one bad block widens the
   interval and weighs less instead of moving the verdict. With few blocks that estimate of tau^2 is often 0 where
-  the blocks do differ, so the estimate's variance is never taken below the blocks' own scatter around it: Hartung
-  and Knapp's variance, taken only where it is the larger (the modification of Roever, Knapp and Friede, BMC
-  Medical Research Methodology 15:99, 2015).
+  the blocks do differ, so from SCATTER_FLOOR_FROM_BLOCKS blocks on the estimate's variance is never taken below
+  the blocks' own scatter around it: Hartung and Knapp's variance, taken only where it is the larger (the
+  modification of Roever, Knapp and Friede, BMC Medical Research Methodology 15:99, 2015).
 The next block spends where the variance is: longer (more windows) while the window noise dominates, the same length
 (more fresh builds and processes) while the between-block part does.
 

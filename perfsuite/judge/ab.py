@@ -84,8 +84,10 @@ class AbVerdict:
     """The verdict on one case: `ratio` head/base time per step with its simultaneous interval [`ci_low`,
     `ci_high`]; `floor` the smallest change this job could see and `tolerance` the band, as fractions; `pairs` and
     `windows` the blocks and window pairs judged, in `processes` processes (`in_one_process`: both sides shared
-    each), taking `seconds`; `between_blocks` and `within_block` the spread seen (log-ratio standard deviation
-    between blocks, and a block's standard error); memory per side (the case's own figure, else None) and its
+    each), taking `seconds`; `base_median_s` and `head_median_s` each side's median step over every round of those
+    blocks (the ratio compares the windows' times, each the fast tenth of its steps where it holds enough of them);
+    `between_blocks` and `within_block` the spread seen (log-ratio standard deviation between blocks, and a block's
+    standard error); memory per side (the case's own figure, else None) and its
     status; the largest difference of the two sides' first outputs; `reasons` why it errored; `family_size` the
     cases judged together; `one_side_at_a_time_pairs` the pairs that could not hold the case on both sides at once
     and measured one side at a time."""
@@ -305,12 +307,13 @@ def judge_ab(
         raise ValueError("judge_ab needs the case's measurement; give an empty one when every block failed")
     case = measurement.case
     measured = [pair for pair in measurement.pairs if pair.windows_s]
-    base_windows = [base_s for pair in measured for base_s, _ in pair.windows_s]
-    head_windows = [head_s for pair in measured for _, head_s in pair.windows_s]
+    base_rounds_s = [time_s for pair in measured for time_s in pair.base.round_times_s]
+    head_rounds_s = [time_s for pair in measured for time_s in pair.head.round_times_s]
     common = dict(
-        case=case, tolerance=tolerance, pairs=len(measured), windows=len(base_windows), family_size=family_size,
-        base_median_s=statistics.median(base_windows) if base_windows else None,
-        head_median_s=statistics.median(head_windows) if head_windows else None,
+        case=case, tolerance=tolerance, pairs=len(measured), windows=sum(len(pair.windows_s) for pair in measured),
+        family_size=family_size,
+        base_median_s=statistics.median(base_rounds_s) if base_rounds_s else None,
+        head_median_s=statistics.median(head_rounds_s) if head_rounds_s else None,
         largest_output_difference=measurement.largest_output_difference,
         one_side_at_a_time_pairs=sum(pair.one_side_at_a_time for pair in measured),
         processes=len({pair.process for pair in measured}),

@@ -227,10 +227,11 @@ def render_sides(base: AbSide, head: AbSide, measuring: str | None = None) -> st
 
 
 def measuring_text(in_one_process: bool, process_pairs_reason: str | None, spent_s: float,
-                   budget_s: float | None, explaining_s: float | None = None) -> str:
-    """How the job measured: both sides in each warm process, or process pairs and why; its seconds and budget, and
-    of them the seconds spent profiling ops after the timed windows (`explaining_s`, where any were)."""
-    how = ("both sides in each warm process, alternating windows" if in_one_process
+                   budget_s: float | None, explaining_s: float | None = None, heap: str | None = None) -> str:
+    """How the job measured: both sides in each warm process (and what it fixed of its heap, where it did), or
+    process pairs and why; its seconds and budget, and of them the seconds spent profiling ops after the timed
+    windows (`explaining_s`, where any were)."""
+    how = ("both sides in each warm process, alternating windows" + (f" ({heap})" if heap else "") if in_one_process
            else f"each side in a process of its own (process pairs): {process_pairs_reason or 'as asked'}")
     explaining = (f", {explaining_s:.1f} s of them profiling ops after the timed windows (--perf-ab-explain)"
                   if explaining_s is not None else "")

@@ -119,7 +119,7 @@ class AbResults:
     others; what each side reported of itself (interpreter, versions); whether the sides shared a process
     (`in_one_process`, else `process_pairs_reason` says why not); the budget and the seconds spent; and, when the job
 was stopped (Ctrl-C), the cases not decided by then (`interrupted`); the models the base side does not have, with
-why (`no_base`)."""
+why (`no_base`); what a worker holding both sides fixed of its heap (`heap`, `perfsuite.run.heap`; None: nothing)."""
 
     measurements: dict[str, AbMeasurement] = field(default_factory=dict)
     failures: dict[str, list[str]] = field(default_factory=dict)
@@ -133,6 +133,7 @@ why (`no_base`)."""
     profiles: dict[str, dict[str, OpProfile]] = field(default_factory=dict)
     profile_failures: dict[str, str] = field(default_factory=dict)
     profiling_s: float = 0.0
+    heap: str | None = None
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,8 @@ def check_hello(worker: Worker, sides: Sequence[SideSpec], results: AbResults) -
             )
         results.sides.setdefault(side.name, {key: hello.get(key) for key in ("python", "python_version",
                                                                            "torch_version")})
+    if len(sides) > 1:
+        results.heap = hello.get("heap")
 
 
 class OneProcessRefused(AbUnusable):

@@ -4,7 +4,9 @@ standard input, with one JSON line each on its standard output, until `exit` or 
 (`sys_path`, `workload_sources`), or the sides of an A/B job (`perfsuite.run.side_code`: each side's own project code,
 the base's taken from the base checkout). `perfsuite.run.workers.Workers` starts and talks to it.
 
-Its first reply, before any request, says what it runs: interpreter, torch, and per side the models it cannot find
+A worker holding both sides of an A/B job fixes its heap's thresholds first (`perfsuite.run.heap`, glibc only).
+Its first reply, before any request, says what it runs: interpreter, torch, the heap setting (`heap`: what was fixed,
+or null), and per side the models it cannot find
 (`absent`: those it does not have at all) and the modules it could not be sure of (`leaks`: a base module taken from
 the head's tree; `extensions`: compiled project modules, which one process cannot hold twice; `patches_torch`: what
 of torch itself a side's import changed, which the other side would share). Then:
@@ -48,6 +50,7 @@ from typing import IO, Any
 
 from perfsuite.benchmark_fixture import standalone_fixture
 from perfsuite.records import Case, Outcome
+from perfsuite.run.heap import steady_heap
 from perfsuite.run.lifetime import watch_parent
 from perfsuite.run.plan import RoundSettings
 from perfsuite.run.side_code import BaseFinder, ProjectFiles, SideCode, source_folders, workload_files
@@ -178,6 +181,7 @@ def serve(spec: WorkerSpec, requests: IO[str], replies: IO[str]) -> int:
     settings = replace(spec.measure, count_flops=False)  # a case opened for windows compares times: no FLOPs
     rounds = spec.rounds
     sides = make_sides(spec)
+    heap = steady_heap() if len(spec.sides) == 2 else None  # two sides taking turns: perfsuite.run.heap says why
 
     def current(name: str | None) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if name is None else sides[name].active()
@@ -189,7 +193,7 @@ def serve(spec: WorkerSpec, requests: IO[str], replies: IO[str]) -> int:
         replies.write(json.dumps(document) + "\n")
         replies.flush()
 
-    reply(hello(spec, sides))
+    reply({**hello(spec, sides), "heap": heap})
     for line in requests:
         request = json.loads(line)
         op = request["op"]

@@ -294,7 +294,8 @@ class AbJob:
         return {"in_one_process": self.results.in_one_process,
                 "process_pairs_reason": self.results.process_pairs_reason,
                 "budget_s": self.results.budget_s, "spent_s": self.results.spent_s, "note": self.note,
-                "explain": self.settings.ab_explain, "explaining_s": self.results.profiling_s}
+                "explain": self.settings.ab_explain, "explaining_s": self.results.profiling_s,
+                "heap": self.results.heap}
 
     @property
     def measuring_line(self) -> str | None:
@@ -303,7 +304,8 @@ class AbJob:
             return None
         results = self.results
         return render.measuring_text(results.in_one_process, results.process_pairs_reason, results.spent_s,
-                                     results.budget_s, results.profiling_s if results.profiles else None)
+                                     results.budget_s, results.profiling_s if results.profiles else None,
+                                     results.heap)
 
     @property
     def measured(self) -> bool:

@@ -72,9 +72,10 @@ MAX_ROUND_S = 0.06
 # time to a step, so the fast tenth of a window's steps follows the code and much less the neighbours (Chen and
 # Revels, "Robust benchmarking in noisy environments", arXiv:1608.04295, 2016, argue for the minimum; a quantile does
 # not drift with how many steps a window holds, which differs between sides that run at different speeds). On this
-# VM (2 shared cores, load about 1), timelines of 40 s of single steps cut into A/A window pairs of 0.125 s: the
-# spread of a pair's log ratio was 7.4% (median) against 2.9% (lower decile) for a small training step, 4.3% against
-# 1.8% in bf16, 1.5% against 0.2% for inference (tools/ab/window_statistic.py). What it cannot see: a change that
+# VM (2 shared cores, load about 1), timelines of 30 s of single steps cut into A/A window pairs of 0.125 s: the
+# spread of a pair's log ratio was 4.7% (median) against 2.6% (lower decile) for a small training step, 2.1% against
+# 1.6% in bf16, 2.5% against 1.6% (fp32) and 1.4% against 0.25% (bf16) for inference
+# (docs/records/ab/window-statistic/quiet.json, tools/ab/window_statistic/run.py). What it cannot see: a change that
 # slows only a few steps in ten (a stall every tenth step) moves the lower decile less than the mean; the table's
 # ms and samples/s are each side's median step.
 WINDOW_QUANTILE = 0.1

@@ -469,9 +469,10 @@ class OpTime:
 @dataclass(frozen=True)
 class OpProfile:
     """A few steps of a warm case profiled with torch.profiler after its timed rounds (never inside them). Totals
-    over `steps` steps: `ops` by name (the `MAX_PROFILE_OPS` largest kept, the rest summed in `other_ops`),
-    `host_s` the host time of the steps, `host_outside_ops_s` the part of it outside every op (Python, hooks, waits),
-    `device_wait_s` the drain after the last step; on CUDA `kernels` by name; `regions` the compiled or
+    over `steps` steps, each host time its fastest step's times the steps (other work only adds to a step, so it
+    stays out unless it hit every step): `ops` by name (the `MAX_PROFILE_OPS` largest kept, the rest summed in
+    `other_ops`), `host_s` the host time of the steps, `host_outside_ops_s` the part of it outside every op (Python,
+    hooks, waits), `device_wait_s` the drain after the last step; on CUDA `kernels` by name; `regions` the compiled or
     captured-graph regions, whose inside torch.profiler cannot give per op; where the device falls back to the CPU
     (`watches_fallbacks`, MPS) `fallback_warnings` each CPU-fallback message seen with its count; `limits` what the
     device's profile cannot give. `device` is the case's device, `recorded_at` when it was profiled (a

@@ -100,33 +100,50 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
             torch.set_warn_always(warned_always)
     events = list(profiler.function_events)
     markers = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith(_STEP_MARKER)]
-    inside: dict[int, bool] = {}
+    step_of_marker = {id(marker): index for index, marker in enumerate(markers)}
+    step_of_event: dict[int, int | None] = {}
 
-    def in_a_step(event: Any) -> bool:
+    def step_of(event: Any) -> int | None:
+        """The index of the profiled step an event ran in, None outside every step."""
         key = id(event)
-        if key not in inside:
+        if key not in step_of_event:
             parent = event.cpu_parent
-            inside[key] = parent is not None and (parent.name.startswith(_STEP_MARKER) or in_a_step(parent))
-        return inside[key]
+            if parent is None:
+                step_of_event[key] = None
+            elif id(parent) in step_of_marker:
+                step_of_event[key] = step_of_marker[id(parent)]
+            else:
+                step_of_event[key] = step_of(parent)
+        return step_of_event[key]
 
-    ops: dict[str, list[float]] = {}
-    regions: dict[str, list[float]] = {}
-    outside_us = sum(marker.self_cpu_time_total for marker in markers)
+    # Host times are kept per step, and each op's (and the time outside ops) is its fastest step's times the steps:
+    # other work (the scheduler, another process) only ever adds to a step, and a sum would put a burst on whatever
+    # op or gap it hit; an op's fastest step is its own cost. Calls are every step's.
+    ops: dict[str, list[Any]] = {}
+    regions: dict[str, list[Any]] = {}
+    outside_us = [marker.self_cpu_time_total for marker in markers]
     for event in events:
-        if event.device_type != DeviceType.CPU or event.name.startswith(_STEP_MARKER) or not in_a_step(event):
+        if event.device_type != DeviceType.CPU or event.name.startswith(_STEP_MARKER):
+            continue
+        step = step_of(event)
+        if step is None:
             continue
         device_us = float(getattr(event, "self_device_time_total", 0.0) or 0.0)
         if event.name.startswith(UNATTRIBUTABLE_PREFIXES):
             target = regions
         elif getattr(event, "is_user_annotation", False):
-            outside_us += event.self_cpu_time_total  # the user's own record_function: Python between ops
+            outside_us[step] += event.self_cpu_time_total  # the user's own record_function: Python between ops
             continue
         else:
             target = ops
-        totals = target.setdefault(event.name, [0, 0.0, 0.0])
+        totals = target.setdefault(event.name, [0, [0.0] * len(markers), 0.0])
         totals[0] += 1
-        totals[1] += event.self_cpu_time_total
+        totals[1][step] += event.self_cpu_time_total
         totals[2] += device_us
+    ops_summed = {name: [calls, _fastest_step_total(host_us), device_us]
+                  for name, (calls, host_us, device_us) in ops.items()}
+    regions_summed = {name: [calls, _fastest_step_total(host_us), device_us]
+                      for name, (calls, host_us, device_us) in regions.items()}
     kernels: dict[str, list[float]] = {}
     for event in events:
         if event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation", False):
@@ -146,17 +163,25 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
                            sum(t[1] for _, t in rest) / 1e6, sum(t[2] for _, t in rest) / 1e6 if on_cuda else None)
         return tuple(kept), other
 
-    kept_ops, other_ops = times(ops, MAX_PROFILE_OPS)
+    kept_ops, other_ops = times(ops_summed, MAX_PROFILE_OPS)
     fallback_warnings = Counter(str(warning.message) for warning in caught
                                 if device.falls_back_to_cpu and "CPU" in str(warning.message))
     return OpProfile(
-        device=device.name, steps=steps, host_s=sum(marker.cpu_time_total for marker in markers) / 1e6,
-        host_outside_ops_s=outside_us / 1e6, ops=kept_ops, other_ops=other_ops, device_wait_s=device_wait_s,
-        kernels=times(kernels, MAX_PROFILE_KERNELS)[0], regions=times(regions, None)[0],
+        device=device.name, steps=steps,
+        host_s=_fastest_step_total([marker.cpu_time_total for marker in markers]) / 1e6,
+        host_outside_ops_s=_fastest_step_total(outside_us) / 1e6, ops=kept_ops, other_ops=other_ops,
+        device_wait_s=device_wait_s,
+        kernels=times(kernels, MAX_PROFILE_KERNELS)[0], regions=times(regions_summed, None)[0],
         fallback_warnings=tuple(fallback_warnings.most_common(MAX_PROFILE_KERNELS)),
         watches_fallbacks=device.falls_back_to_cpu,
         limits=(device.op_profile_limit,) if device.op_profile_limit else (),
     )
+
+
+def _fastest_step_total(per_step: Sequence[float]) -> float:
+    """The least of per-step values times the number of steps: a total that other work (which only ever adds to a
+    step's host time) leaves out unless it hit every step."""
+    return min(per_step) * len(per_step) if per_step else 0.0
 
 
 def merge_profiles(profiles: Sequence[OpProfile]) -> OpProfile:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from perfsuite.judge.explain import OUTSIDE_OPS, explain, wants_explanation
 from perfsuite.records import OpProfile, OpTime
 from perfsuite.render.ab import TERMINAL_EXPLANATION_LINES, explanation_lines, terminal_explanation
 from perfsuite.run.devices import backend
-from perfsuite.run.profiling import OTHER_OPS, merge_profiles
+from perfsuite.run.profiling import OTHER_OPS, merge_profiles, profile_ops
 from perfsuite.run.wire import op_profile_from_json, op_profile_to_json
 
 # What an MPS profile holds beside its ops (the MPS backend's traits).
@@ -131,3 +133,27 @@ def test_a_profile_travels_as_json_and_turns_merge_by_their_median():
     assert linear.host_self_s == pytest.approx(0.030)  # the median turn's 1 ms a step, over 30 steps: the burst is out
     assert merged.host_outside_ops_s == pytest.approx(0.003)
     assert merged.fallback_warnings == ((FALLBACK, 4),)
+
+
+def test_a_burst_of_other_work_in_one_profiled_step_stays_out_of_the_profile():
+    """The real profiler over 7 steps of one small matmul, the fourth of which busy-waits 50 ms in Python (what a
+    preemption or another process does to one step): the steps' time outside ops and their op times are each the
+    fastest step's, so the burst adds nothing to them, while the calls are every step's."""
+    import torch
+
+    weight = torch.randn(64, 64)
+    count = iter(range(100))
+
+    def step() -> None:
+        if next(count) == 3:
+            end = time.perf_counter() + 0.050
+            while time.perf_counter() < end:
+                pass
+        torch.mm(weight, weight)
+
+    steps = 7
+    found = profile_ops(step, backend("cpu"), steps)
+    mm = next(op for op in found.ops if op.name == "aten::mm")
+    assert mm.calls == steps
+    assert found.host_outside_ops_s / steps < 0.002, found  # a sum would give 7 ms a step; each step's own gap is us
+    assert found.host_s / steps < 0.002, found

@@ -28,6 +28,14 @@ class EmbeddingWithMaxNorm(torch.nn.Module):
         return self.embedding(token_ids).mean(dim=1)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, each file's in its order: under `-n 2` the long sessions then start while the other
+    worker still has work, and the quick tests fill the end, instead of one worker finishing a long session alone.
+    (The tests that share a module fixture are grouped on one worker by their xdist_group mark: see pyproject.)"""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def planted_fallback() -> Workload:
     """A small model that uses an op known to fall back to the CPU on MPS."""

@@ -28,11 +28,19 @@ class EmbeddingWithMaxNorm(torch.nn.Module):
         return self.embedding(token_ids).mean(dim=1)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under `-n` without `--dist`, xdist's load scheduling becomes `loadgroup`: the tests marked with one
+    `xdist_group` (those sharing one expensive module fixture) run on one worker, which builds the fixture once; every
+    other test is handed out on its own, as `load` does. (Not in pyproject's addopts: a `--dist` there makes
+    pytest-benchmark believe every run is distributed, and refuse `--benchmark-only`.)"""
+    if config.getoption("numprocesses", None) and config.getoption("dist", None) == "load":
+        config.option.dist = "loadgroup"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The slow tests first, each file's in its order: under `-n 2` the long sessions then start while the other
-    worker still has work, and the quick tests fill the end, instead of one worker finishing a long session alone.
-    (The tests that share a module fixture are grouped on one worker by their xdist_group mark: see pyproject.)"""
+    worker still has work, and the quick tests fill the end, instead of one worker finishing a long session alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

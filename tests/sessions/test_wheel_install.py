@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-# The tests share one module fixture: one worker runs them all (`--dist loadgroup`), building it once.
+# The tests share one module fixture: one worker runs them all (`--dist loadgroup`,
+# which tests/conftest.py chooses under -n), building it once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel-install")]
 
 REPOSITORY = Path(__file__).resolve().parents[2]

@@ -1,9 +1,12 @@
 """Fixtures shared by the test folders. Which tests are slow each file says itself (`pytestmark = pytest.mark.slow`
 in every file of tests/sessions); tests/quick/test_slow_mark.py checks that none is missed."""
 
+import contextlib
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +26,22 @@ class EmbeddingWithMaxNorm(torch.nn.Module):
 
     def forward(self, token_ids):
         return self.embedding(token_ids).mean(dim=1)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under `-n` without `--dist`, xdist's load scheduling becomes `loadgroup`: the tests marked with one
+    `xdist_group` (those sharing one expensive module fixture) run on one worker, which builds the fixture once; every
+    other test is handed out on its own, as `load` does. (Not in pyproject's addopts: a `--dist` there makes
+    pytest-benchmark believe every run is distributed, and refuse `--benchmark-only`.)"""
+    if config.getoption("numprocesses", None) and config.getoption("dist", None) == "load":
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, each file's in its order: under `-n 2` the long sessions then start while the other
+    worker still has work, and the quick tests fill the end, instead of one worker finishing a long session alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture
@@ -60,6 +79,36 @@ def _torch_dynamo_imported() -> None:
     import torch._dynamo  # noqa: F401
 
 
+@pytest.fixture(scope="session")
+def _torch_inductor_imported(_torch_dynamo_imported: None) -> None:
+    """torch.compile's inductor path imported once in this process, before any pytester takes its snapshot of the
+    modules, as `_torch_dynamo_imported` does for torch._dynamo: a run that compiles imports inductor's modules,
+    pytester unloads them after it, and the next run's import registers inductor's cache artifacts a second time,
+    which torch refuses. One tiny compile imports them."""
+    import torch._dynamo
+
+    torch.compile(lambda x: torch.relu(x) + 1, backend="inductor")(torch.ones(4))
+    torch._dynamo.reset()
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+@contextlib.contextmanager
+def this_suites_test_modules_hidden() -> Iterator[None]:
+    """While inside: this suite's test modules that pytest imported by their bare names (those of a folder without
+    __init__.py, such as tests/benchmarks/test_models.py) out of sys.modules, so that a run in this process imports
+    its own project's file of the same name instead of refusing it as another file of a module already imported."""
+    hidden = {name: module for name, module in sys.modules.items()
+              if "." not in name and Path(getattr(module, "__file__", None) or "/").is_relative_to(TESTS)}
+    for name in hidden:
+        del sys.modules[name]
+    try:
+        yield
+    finally:
+        sys.modules.update(hidden)
+
+
 @pytest.fixture
 def run_in_process(
     _torch_dynamo_imported: None, pytester: pytest.Pytester
@@ -74,7 +123,7 @@ def run_in_process(
     def run(*args: str, no_reraise_ctrlc: bool = False) -> pytest.RunResult:
         """`no_reraise_ctrlc`: a KeyboardInterrupt in the run ends it as interrupted (pytester raises it again
         otherwise)."""
-        with as_a_fresh_process_registers():
+        with as_a_fresh_process_registers(), this_suites_test_modules_hidden():
             return pytester.runpytest_inprocess(*args, no_reraise_ctrlc=no_reraise_ctrlc)
 
     return run

@@ -8,7 +8,7 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 PERF_TEST = "def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n"
@@ -81,17 +81,34 @@ def as_a_fresh_process_registers() -> Iterator[None]:
 def run_pytest_in_process(root: Path, *arguments: str, env: dict[str, str] | None = None
                           ) -> subprocess.CompletedProcess[str]:
     """`pytest -p no:cacheprovider ARGUMENTS` in `root`, as `run_pytest` runs it but in this process (`pytest.main`):
-    a session saves the seconds of a fresh Python importing torch and perfsuite. The run leaves as it came: the
-    working folder, the environment (`env`, as `run_pytest` takes it: this one with one torch thread unless given),
-    sys.path, the modules it imported from the project (the conftest, its models, the base checkout's; those of the
-    environment stay, as in a process that ran them before: torch refuses a second registration of its ops), the
-    registered models (it starts with none, as a fresh process does), torch's thread count and tempfile's folder.
-    Worker processes (--perf-processes, A/B sides) are fresh processes all the same; a test that signals or races the
-    session, or needs its interpreter started differently (PYTHONPATH), keeps `run_pytest`."""
+    a session saves the seconds of a fresh Python importing torch and perfsuite. The run leaves as it came
+    (`in_process_at`). Worker processes (--perf-processes, A/B sides) are fresh processes all the same; a test that
+    signals or races the session, or needs its interpreter started differently (PYTHONPATH), keeps `run_pytest`."""
+    import pytest
+
+    return in_process_at(root, lambda: int(pytest.main(["-p", "no:cacheprovider", *arguments])), ["pytest", *arguments],
+                         env)
+
+
+def run_perfsuite_in_process(root: Path, *arguments: str, env: dict[str, str] | None = None
+                             ) -> subprocess.CompletedProcess[str]:
+    """`perfsuite ARGUMENTS` in `root` (`perfsuite.cli.main`), in this process as `run_pytest_in_process` runs pytest:
+    the processes the command starts itself (the A/B jobs of `perfsuite bisect`) are fresh processes all the same."""
+    from perfsuite.cli import main
+
+    return in_process_at(root, lambda: main(list(arguments)), ["perfsuite", *arguments], env)
+
+
+def in_process_at(root: Path, program: Callable[[], int], command: list[str], env: dict[str, str] | None
+                  ) -> subprocess.CompletedProcess[str]:
+    """Run `program` in this process as if it were `command` started in `root`: what it printed and its exit status.
+    It leaves as it came: the working folder, the environment (`env`, as `run_pytest` takes it: this one with one
+    torch thread unless given), sys.path, the modules it imported from the project (the conftest, its models, the base
+    checkout's; those of the environment stay, as in a process that ran them before: torch refuses a second
+    registration of its ops), the registered models (it starts with none, as a fresh process does), torch's thread
+    count and tempfile's folder."""
     import io
     import tempfile
-
-    import pytest
 
     out, err = io.StringIO(), io.StringIO()
     saved_modules, saved_path, saved_cwd = dict(sys.modules), list(sys.path), os.getcwd()
@@ -103,7 +120,7 @@ def run_pytest_in_process(root: Path, *arguments: str, env: dict[str, str] | Non
     os.chdir(root)
     try:
         with as_a_fresh_process_registers(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = int(pytest.main(["-p", "no:cacheprovider", *arguments]))
+            code = program()
     finally:
         os.chdir(saved_cwd)
         os.environ.clear()
@@ -114,7 +131,7 @@ def run_pytest_in_process(root: Path, *arguments: str, env: dict[str, str] | Non
         sys.modules.update(saved_modules)
         sys.path[:] = saved_path
         tempfile.tempdir = saved_tempdir
-    return subprocess.CompletedProcess(["pytest", *arguments], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
 
 
 def _is_under(module: object, root: Path) -> bool:

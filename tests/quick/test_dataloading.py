@@ -172,8 +172,8 @@ def test_workers_are_spawned_never_forked_from_a_process_running_torchs_threads(
         raise AssertionError("a DataLoader worker was forked")
 
     monkeypatch.setattr(os, "fork", refuse_fork)
-    for storage in ("memory", "memmap"):
-        loader = make_loader(datasets[storage], case(storage=storage, num_workers=2), TINY.batch_size)
+    for storage in ("memory", "memmap"):  # one worker each: every worker of a loader starts the same way
+        loader = make_loader(datasets[storage], case(storage=storage, num_workers=1), TINY.batch_size)
         start_loader(loader, "cpu")
         assert load_pass(loader, "cpu") == TINY.samples
         assert loader.multiprocessing_context.get_start_method() == "spawn"

@@ -104,7 +104,9 @@ default = 0.5
 STOPPER_BAND = "stopper = 0.00001\n"
 
 
-JOB = ("--benchmark-only", "--benchmark-max-time", "0.2", "--perf-processes", "2")
+# Windows of 0.1 s a side (pytest-benchmark's --benchmark-max-time): the quick case's A/A verdict at the wide band is
+# decided in its first blocks all the same, and the stopper's blocks reach its third sooner.
+JOB = ("--benchmark-only", "--benchmark-max-time", "0.1", "--perf-processes", "2")
 
 
 def pytest_command(*options: str) -> list[str]:
@@ -179,10 +181,11 @@ def test_a_second_job_is_refused_naming_the_first_which_runs_on_and_a_killed_job
     git(root, "commit", "-q", "--allow-empty", "-m", "head")
     env = environment(tmp_path)
     # A band far inside any floor and longer windows: the first job measures until it is stopped (its 16 blocks of
-    # windows of the default length could end before the second job, slow to start on a loaded machine, looks; at 2 s
-    # a side a block they take over a minute, and the first block, which the test waits for, about 4 s).
+    # windows of the default length could end before the second job looks; at 1 s a side a block they take over half a
+    # minute, while the second job, in this process, is refused within a few seconds; the first block, which the test
+    # waits for, takes about 2 s).
     first = subprocess.Popen(pytest_command("--perf-ab", "HEAD~1", "--perf-ab-budget", "600", "--perf-tolerance",
-                                            "0.00001", "--benchmark-max-time", "2"), cwd=root,
+                                            "0.00001", "--benchmark-max-time", "1"), cwd=root,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert first.stdout is not None
     for line in first.stdout:  # the first job measures: its checkout and working folder exist

@@ -80,9 +80,10 @@ def eight_blocks_then_judge(root: Path, layers_file: str, python: str = sys.exec
 
 
 def editable_environment(tmp_path: Path) -> Path:
-    """A virtualenv that sees this one's packages (torch, perfsuite) and can take an editable install quickly."""
+    """A virtualenv that sees this one's packages (torch, perfsuite, and pip, which installs into it from there: no
+    copy of pip of its own to set up) and can take an editable install quickly."""
     location = tmp_path / "venv"
-    venv.create(location, with_pip=True)
+    venv.create(location, with_pip=False)
     site_packages = Path(sysconfig.get_paths(vars={"base": str(location), "platbase": str(location)})["purelib"])
     here = sysconfig.get_paths()["purelib"]
     (site_packages / "_outer_environment.pth").write_text(f"import site; site.addsitedir({here!r})\n")

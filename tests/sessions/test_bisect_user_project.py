@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scratch_project import run_perfsuite_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -71,11 +72,11 @@ def project(root: Path, commits: list[tuple[str, str]]) -> list[str]:
 
 
 def bisect(root: Path, good: str) -> subprocess.CompletedProcess[str]:
-    """Each judgement an A/B job with windows a fifth of pytest-benchmark's default length: a step of about 0.1 ms
-    fills them with rounds, and the changes here are far outside (or far inside) the band."""
-    return subprocess.run([sys.executable, "-m", "perfsuite.cli", "bisect", "--good", good, "--bad", "HEAD", "--",
-                           "--perf-model", "small", "--benchmark-max-time", "0.2"], cwd=root, capture_output=True,
-                          text=True, timeout=1800)
+    """`perfsuite bisect` in this process (its judgements, A/B jobs, run in processes of their own all the same),
+    each judgement with windows a fifth of pytest-benchmark's default length: a step of about 0.1 ms fills them with
+    rounds, and the changes here are far outside (or far inside) the band."""
+    return run_perfsuite_in_process(root, "bisect", "--good", good, "--bad", "HEAD", "--", "--perf-model", "small",
+                                    "--benchmark-max-time", "0.2")
 
 
 def test_the_slow_commit_is_named_and_a_commit_that_fails_to_import_is_skipped_and_named(tmp_path):

@@ -14,10 +14,12 @@ from perfsuite.run import compiled
 pytestmark = pytest.mark.slow
 
 
-def test_a_compiled_resnet18_smoke_case_runs_with_its_compile_time_and_check(pytester):
+def test_a_compiled_resnet18_smoke_case_runs_with_its_compile_time_and_check(
+    _torch_inductor_imported, pytester, run_in_process
+):
     """The CPU inductor path end to end (about a minute here, most of it compiling)."""
     pytester.makepyfile(test_bench="def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
-    result = pytester.runpytest_subprocess(
+    result = run_in_process(
         "--benchmark-only", "--perf-device", "cpu", "--perf-profile", "smoke", "--perf-model", "resnet18",
         "--perf-dtype", "fp32", "--perf-mode", "infer", "--perf-compile", "inductor", "--benchmark-max-time", "0.1",
         "--benchmark-json", "out.json", "-p", "no:cacheprovider",
@@ -52,11 +54,13 @@ register_workload(Workload(
 """
 
 
-def test_a_model_whose_forward_returns_none_fails_under_inductor_naming_the_case_and_what_to_do(pytester):
+def test_a_model_whose_forward_returns_none_fails_under_inductor_naming_the_case_and_what_to_do(
+    _torch_inductor_imported, pytester, run_in_process
+):
     pytester.makeconftest(RETURNS_NONE)
     pytester.makepyfile("def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n")
     pytester.makepyprojecttoml("[tool.perfsuite]\n")
-    result = pytester.runpytest_subprocess(
+    result = run_in_process(
         "--benchmark-only", "--perf-device", "cpu", "--perf-profile", "standard", "--perf-model", "returns-none",
         "--perf-dtype", "fp32", "--perf-compile", "inductor", "--benchmark-max-time", "0.02", "-p", "no:cacheprovider",
     )

@@ -19,10 +19,10 @@ BENCHMARK_MODULE = Path(__file__).resolve().parents[1] / "benchmarks" / "test_da
 # --- loading ------------------------------------------------------------------------------------------
 
 
-def test_smoke_benchmark_records_throughput_and_startup_per_case(pytester, monkeypatch):
+def test_smoke_benchmark_records_throughput_and_startup_per_case(pytester, run_in_process, monkeypatch):
     pytester.makepyfile(test_dataloader=BENCHMARK_MODULE.read_text())
     monkeypatch.setenv("PERFSUITE_DATALOADER_WORKERS", "0,2")
-    result = pytester.runpytest_subprocess(
+    result = run_in_process(
         "--benchmark-only", "--perf-profile", "smoke", "--perf-device", "cpu", "--benchmark-json", "out.json",
         "--benchmark-max-time", "0.02", "-p", "no:cacheprovider",
     )
@@ -43,7 +43,7 @@ def test_smoke_benchmark_records_throughput_and_startup_per_case(pytester, monke
     assert by_id["dataloader-cpu-memmap-workers2-nopin-smoke"]["extra_info"]["persistent_workers"] is True
 
 
-def test_benchmark_skip_skips_the_dataloader_cases(pytester):
+def test_benchmark_skip_skips_the_dataloader_cases(pytester, run_in_process):
     pytester.makepyfile(test_dataloader=BENCHMARK_MODULE.read_text())
-    result = pytester.runpytest_subprocess("--benchmark-skip", "--perf-profile", "smoke", "--perf-device", "cpu")
+    result = run_in_process("--benchmark-skip", "--perf-profile", "smoke", "--perf-device", "cpu")
     result.assert_outcomes(skipped=16)

@@ -73,6 +73,7 @@ def running():
 
 
 @pytest.mark.slow  # starts rank processes
+@pytest.mark.xdist_group("ddp-running-case")  # one worker starts its ranks once (loadgroup: tests/conftest.py)
 class TestARunningCase:
     def test_step_returns_a_finite_loss(self, running):
         assert torch.isfinite(running.as_prepared_case().run_step()).item()
@@ -144,11 +145,11 @@ def test_a_worker_failing_to_start_raises_naming_rank_and_error():
         DdpTraining.start(_case(FAILS_TO_BUILD_ON_WORKERS), FAILS_TO_BUILD_ON_WORKERS, 2, timeout_s=60.0)
 
 
-def test_train_ddp_through_pytest_records_processes_and_throughput(pytester, monkeypatch):
+def test_train_ddp_through_pytest_records_processes_and_throughput(pytester, run_in_process, monkeypatch):
     for name in ("conftest.py", "test_benchmarks.py"):
         shutil.copy(EXAMPLE / name, pytester.path / name)
     monkeypatch.setenv("PERFSUITE_DDP_PROCESSES", "2")
-    result = pytester.runpytest_subprocess(
+    result = run_in_process(
         "--benchmark-only", "--perf-profile", "smoke", "--perf-device", DEVICE, "--perf-mode", "train-ddp",
         "--perf-dtype", "fp32", "--perf-model", "tiny-mlp", "--benchmark-max-time", "0.2",
         "--benchmark-json", "out.json",

@@ -7,6 +7,7 @@ The in-process tests of this subject: tests/quick/test_first_run.py."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,32 +29,39 @@ def repository_project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_benchmark_only_collects_only_benchmarks_and_a_model_choice_leaves_the_dataloader_out(repository_project):
-    result = repository_project.runpytest_subprocess(
+@pytest.fixture
+def run(repository_project: pytest.Pytester, run_in_process: Callable[..., pytest.RunResult]
+        ) -> Callable[..., pytest.RunResult]:
+    """`pytest ARGS` in the copy, its session in this process (`run_in_process`)."""
+    return run_in_process
+
+
+def test_benchmark_only_collects_only_benchmarks_and_a_model_choice_leaves_the_dataloader_out(run):
+    result = run(
         "--benchmark-only", "--collect-only", "-q", "--perf-model", "resnet18", "--perf-device", "cpu"
     )
     listed = [line for line in result.outlines if "::" in line]
     assert listed and all("test_models.py::test_model[cpu-" in line for line in listed), listed
     assert all("-smoke]" in line for line in listed)  # the CPU alone: smoke by default
     assert not any("test_unit" in line or "dataloader" in line for line in listed)
-    with_loader = repository_project.runpytest_subprocess(
+    with_loader = run(
         "--benchmark-only", "--collect-only", "-q", "--perf-model", "resnet18,dataloader", "--perf-device", "cpu"
     )
     assert any("test_dataloader[dataloader-cpu-" in line for line in with_loader.outlines)
-    without_benchmark_only = repository_project.runpytest_subprocess("--collect-only", "-q", "--perf-device", "cpu")
+    without_benchmark_only = run("--collect-only", "-q", "--perf-device", "cpu")
     assert any("test_unit.py::test_unit" in line for line in without_benchmark_only.outlines)
 
 
-def test_the_header_says_why_the_smoke_profile_runs_and_how_to_run_the_articles_sizes(repository_project):
-    result = repository_project.runpytest_subprocess("--benchmark-only", "--collect-only", "--perf-device", "cpu")
+def test_the_header_says_why_the_smoke_profile_runs_and_how_to_run_the_articles_sizes(run):
+    result = run("--benchmark-only", "--collect-only", "--perf-device", "cpu")
     result.stdout.fnmatch_lines(["*no accelerator is selected, so the smoke profile runs*--perf-profile standard*"])
-    chosen = repository_project.runpytest_subprocess(
+    chosen = run(
         "--benchmark-only", "--collect-only", "--perf-device", "cpu", "--perf-profile", "smoke"
     )
     assert "perfsuite: profile=smoke" in chosen.stdout.str() and "no accelerator is selected" not in chosen.stdout.str()
 
 
-def test_an_interrupted_run_keeps_the_summary_and_results_of_the_cases_measured(repository_project):
+def test_an_interrupted_run_keeps_the_summary_and_results_of_the_cases_measured(repository_project, run):
     """Ctrl-C after the second case (a KeyboardInterrupt, as SIGINT raises in pytest's main thread)."""
     repository_project.makeconftest(
         """
@@ -66,9 +74,10 @@ def test_an_interrupted_run_keeps_the_summary_and_results_of_the_cases_measured(
                     raise KeyboardInterrupt
         """
     )
-    result = repository_project.runpytest_subprocess(
+    result = run(
         "--benchmark-only", "--perf-device", "cpu", "--perf-model", "resnet18", "--perf-dtype", "fp32",
         "--benchmark-max-time", "0.05", "--benchmark-json", "out.json", "-p", "no:cacheprovider",
+        no_reraise_ctrlc=True,
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*perfsuite results*", "*interrupted: the files hold the 2 of 2 cases measured*"])
@@ -79,8 +88,8 @@ def test_an_interrupted_run_keeps_the_summary_and_results_of_the_cases_measured(
     assert len(json.loads((repository_project.path / "out.json").read_text())["benchmarks"]) == 2
 
 
-def test_each_case_prints_progress_with_an_estimate(repository_project):
-    result = repository_project.runpytest_subprocess(
+def test_each_case_prints_progress_with_an_estimate(run):
+    result = run(
         "--benchmark-only", "--perf-device", "cpu", "--perf-model", "resnet18", "--perf-dtype", "fp32",
         "--benchmark-max-time", "0.05", "-p", "no:cacheprovider",
     )
@@ -89,8 +98,8 @@ def test_each_case_prints_progress_with_an_estimate(repository_project):
     result.stdout.fnmatch_lines(["*perfsuite results*", "cpu:", "*case*median*samples/s*TFLOP/s*verdict*"])
 
 
-def test_no_progress_lines_when_the_benchmarks_are_skipped(repository_project):
-    result = repository_project.runpytest_subprocess(
+def test_no_progress_lines_when_the_benchmarks_are_skipped(run):
+    result = run(
         "--benchmark-skip", "--perf-device", "cpu", "--perf-model", "resnet18", "-p", "no:cacheprovider"
     )
     result.assert_outcomes(passed=1, skipped=4)

@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
+from perfsuite.run.devices import backend
+
 pytestmark = pytest.mark.slow
 
 BAD_MODELS = '''
@@ -103,6 +105,14 @@ def _outcome_and_message(run: Callable[..., pytest.RunResult], model: str, proce
     skipped = [line for line in result.outlines if line.startswith("SKIPPED") and f"{benchmark_id}: " in line]
     assert outcomes.get("skipped") and skipped, result.stdout.str()
     return "skipped", skipped[0].split(f"{benchmark_id}: ", 1)[1]
+
+
+@pytest.fixture(autouse=True)
+def _this_process_cpu_backend_put_back(monkeypatch):
+    """BAD_MODELS makes the CPU check channels_last gradients; a run in this process would leave that set for the
+    tests after it (tests/quick/test_correctness.py checks that only MPS does by default)."""
+    cpu = backend("cpu")
+    monkeypatch.setattr(cpu, "checks_channels_last_gradients", cpu.checks_channels_last_gradients)
 
 
 @pytest.fixture

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# The tests share one module fixture: one worker runs them all (`--dist loadgroup`,
+# which tests/conftest.py chooses under -n), building it once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel-install")]
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 EXAMPLE = REPOSITORY / "examples" / "user_model"

@@ -28,14 +28,16 @@ def test_a_window_of_few_rounds_takes_their_median():
 @given(seed=st.integers(0, 2**32 - 1), hit_share=st.floats(0.6, 0.7), factor=st.sampled_from([1.0, 1.05, 1.1, 1.3]))
 def test_bursts_of_other_work_move_a_window_far_less_than_its_median_while_a_change_moves_it_fully(
         seed, hit_share, factor):
-    """Steps of 1 ms with 1% jitter; other work adds 20-100% to a share of them (60-70%, as a busy neighbour does to
-    a shared core). The lower decile of the hit window stays within 2% of the quiet one's while the median moves by
-    more than 10%, and a code change that slows every step by `factor` moves the lower decile by `factor`."""
+    """Steps of 1 ms with 1% jitter; other work adds 20-100% to a share of them (60-70% of the 120, which steps drawn
+    at random: as a busy neighbour does to a shared core). The lower decile of the hit window stays within 2.5% of
+    the quiet one's (1.7% at most in 6,000 draws) while the median moves by more than 20%, and a code change that
+    slows every step by `factor` moves the lower decile by `factor`."""
     generator = np.random.default_rng(seed)
     quiet_s = 0.001 * (1 + 0.01 * generator.standard_normal(120))
-    hit = generator.random(120) < hit_share
+    hit = np.zeros(120, dtype=bool)
+    hit[generator.permutation(120)[: round(hit_share * 120)]] = True  # the share exactly, so the median is a hit step
     busy_s = quiet_s * np.where(hit, 1 + generator.uniform(0.2, 1.0, 120), 1.0)
-    assert abs(window_time_s(list(busy_s)) / window_time_s(list(quiet_s)) - 1) < 0.02
-    assert statistics.median(busy_s) / statistics.median(quiet_s) > 1.10
+    assert abs(window_time_s(list(busy_s)) / window_time_s(list(quiet_s)) - 1) < 0.025
+    assert statistics.median(busy_s) / statistics.median(quiet_s) > 1.20
     changed = window_time_s(list(busy_s * factor)) / window_time_s(list(busy_s))
     assert abs(changed - factor) < 1e-9

@@ -22,9 +22,8 @@ from tests.fixtures.site.synthetic import SyntheticPlan, write_synthetic_archive
 REPOSITORY = Path(__file__).resolve().parents[2]
 FIXTURES = REPOSITORY / "tests" / "fixtures" / "site"
 
-# The tests of the committed site share one module fixture: one worker runs them all (`--dist loadgroup`,
+# The tests of the committed site share one module fixture: one worker runs the file (`--dist loadscope`,
 # which tests/conftest.py chooses under -n), building it once.
-pytestmark = pytest.mark.xdist_group("committed-site")
 
 
 def case_rows(index_html: str) -> list[str]:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-# The tests share one module fixture: one worker runs them all (`--dist loadgroup`,
+# The tests share one module fixture: one worker runs the file (`--dist loadscope`,
 # which tests/conftest.py chooses under -n), building it once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("coverage-runtime-double")]
+pytestmark = pytest.mark.slow
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 DOUBLE_SITE = REPOSITORY / "tests" / "mps_double" / "site"

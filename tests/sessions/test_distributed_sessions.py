@@ -73,7 +73,6 @@ def running():
 
 
 @pytest.mark.slow  # starts rank processes
-@pytest.mark.xdist_group("ddp-running-case")  # one worker starts its ranks once (loadgroup: tests/conftest.py)
 class TestARunningCase:
     def test_step_returns_a_finite_loss(self, running):
         assert torch.isfinite(running.as_prepared_case().run_step()).item()

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-# The tests share one module fixture: one worker runs them all (`--dist loadgroup`,
+# The tests share one module fixture: one worker runs the file (`--dist loadscope`,
 # which tests/conftest.py chooses under -n), building it once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mps-smoke-double")]
+pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parents[1]
 MODELS_TEST = TESTS / "benchmarks" / "test_models.py"

@@ -29,12 +29,12 @@ class EmbeddingWithMaxNorm(torch.nn.Module):
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under `-n` without `--dist`, xdist hands out whole test files (`loadscope`) instead of single tests (`load`):
-    the tests of a file that share one expensive module fixture (a session run under the MPS double, a built site, an
-    installed wheel, running DDP ranks) then run on one worker, which builds it once. (xdist's `loadgroup` would group
-    by marks, but under pytest 9 its workers cannot rename their tests' ids, so each worker built the fixture again.
-    Not in pyproject's addopts: a `--dist` there makes pytest-benchmark believe every run is distributed, and refuse
-    `--benchmark-only`.)"""
+    """Under `-n` with xdist's default scheduling (`load`, whether named or not: the two cannot be told apart here),
+    xdist hands out whole test files (`loadscope`) instead of single tests: the tests of a file that share one
+    expensive module fixture (a session run under the MPS double, a built site, an installed wheel, running DDP
+    ranks) then run on one worker, which builds it once. (xdist's `loadgroup` would group by marks, but under pytest 9
+    its workers cannot rename their tests' ids, so each worker built the fixture again. Not in pyproject's addopts: a
+    `--dist` there makes pytest-benchmark believe every run is distributed, and refuse `--benchmark-only`.)"""
     if config.getoption("numprocesses", None) and config.getoption("dist", None) == "load":
         config.option.dist = "loadscope"
 

@@ -466,6 +466,12 @@ class OpTime:
     device_s: float | None = None
 
 
+# How an op profile's host times were taken: each its fastest profiled step's times the steps (this perfsuite), or
+# summed over every step (perfsuite before it: a summary recorded then and stored in a history reads so).
+HOST_TIMES_FASTEST_STEP = "fastest step"
+HOST_TIMES_SUMMED = "summed"
+
+
 @dataclass(frozen=True)
 class OpProfile:
     """A few steps of a warm case profiled with torch.profiler after its timed rounds (never inside them). Totals
@@ -476,7 +482,8 @@ class OpProfile:
     captured-graph regions, whose inside torch.profiler cannot give per op; where the device falls back to the CPU
     (`watches_fallbacks`, MPS) `fallback_warnings` each CPU-fallback message seen with its count; `limits` what the
     device's profile cannot give. `device` is the case's device, `recorded_at` when it was profiled (a
-    UTC time) and `commit` the project's commit then, both set where a history keeps it."""
+    UTC time) and `commit` the project's commit then, both set where a history keeps it. `host_times` says how its host
+    times were taken (`HOST_TIMES_FASTEST_STEP`, or `HOST_TIMES_SUMMED` for a summary an older perfsuite stored)."""
 
     device: str
     steps: int
@@ -492,3 +499,4 @@ class OpProfile:
     limits: tuple[str, ...] = ()
     recorded_at: str | None = None
     commit: str | None = None
+    host_times: str = HOST_TIMES_FASTEST_STEP

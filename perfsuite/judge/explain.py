@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from perfsuite.coverage.runtime import fallback_op_of_warning, kernel_cpu_copy
-from perfsuite.records import OpProfile, OpTime
+from perfsuite.records import HOST_TIMES_SUMMED, OpProfile, OpTime
 
 Basis = Literal["host", "device"]
 # The host time outside every op, ranked among the ops as one more contributor.
@@ -204,6 +204,11 @@ def explain(base: OpProfile, head: OpProfile, measured_change_s: float | None,
         limits.append("compiled or CUDA-graph regions ran here: torch.profiler cannot split their time per op, so "
                       "each region is one line of its own")
     limits += list(dict.fromkeys([*base.limits, *head.limits]))
+    if base.host_times != head.host_times and basis == "host":
+        older = "base" if base.host_times == HOST_TIMES_SUMMED else "head"
+        limits.append(f"the {older} summary was stored by an older perfsuite, which summed host times over every step "
+                      "(a step slowed by other work counted in full) where the other takes each op's fastest step: its "
+                      "host times read somewhat higher for that alone; calls compare exactly")
     if base.other_ops is not None or head.other_ops is not None:
         limits.append("only each side's largest ops are kept: an op below them reads as unknown, not as new or gone")
     base_fallbacks, head_fallbacks = fallback_calls(base), fallback_calls(head)

@@ -30,6 +30,8 @@ from perfsuite.errors import REBASELINE_COMMAND, BadFileError
 from perfsuite.matrix.axes import COMPILE_MODES, DEVICES, EAGER
 from perfsuite.records import (
     FIGURES,
+    HOST_TIMES_FASTEST_STEP,
+    HOST_TIMES_SUMMED,
     LATENCY_FIGURE,
     MAX_PROFILE_KERNELS,
     MAX_PROFILE_OPS,
@@ -457,6 +459,11 @@ def _op_profile_of(entry: Mapping[str, Any], device: str, where: str) -> OpProfi
     if profile_device != device:
         raise _Problem(f"{where} was profiled on {profile_device!r} in a file of device {device!r}")
     other = _field(document, "other_ops", "object", where, nullable=True) if "other_ops" in document else None
+    # A summary stored before profiles said how they took host times summed them over the steps.
+    host_times = _field(document, "host_times", "text", where) if "host_times" in document else HOST_TIMES_SUMMED
+    if host_times not in (HOST_TIMES_FASTEST_STEP, HOST_TIMES_SUMMED):
+        raise _Problem(f"{where}: 'host_times' is {host_times!r}; it must be {HOST_TIMES_FASTEST_STEP!r} or "
+                       f"{HOST_TIMES_SUMMED!r}")
     return OpProfile(
         device=profile_device, steps=_field(document, "steps", "size", where),
         host_s=float(_field(document, "host_s", "seconds", where)),
@@ -467,7 +474,7 @@ def _op_profile_of(entry: Mapping[str, Any], device: str, where: str) -> OpProfi
         fallback_warnings=tuple((message, count) for message, count in warnings[:MAX_PROFILE_KERNELS]),
         watches_fallbacks=_field(document, "watches_fallbacks", "flag", where),
         limits=tuple(limits), recorded_at=_field(document, "recorded_at", "text", where, nullable=True),
-        commit=_field(document, "commit", "text", where, nullable=True),
+        commit=_field(document, "commit", "text", where, nullable=True), host_times=host_times,
     )
 
 

@@ -12,7 +12,14 @@ import pytest
 
 from perfsuite.errors import BadFileError
 from perfsuite.judge.explain import NO_RECORDED_SUMMARY, Explanation, explain_against_history
-from perfsuite.records import MAX_PROFILE_KERNELS, MAX_PROFILE_OPS, OpProfile, OpTime
+from perfsuite.records import (
+    HOST_TIMES_FASTEST_STEP,
+    HOST_TIMES_SUMMED,
+    MAX_PROFILE_KERNELS,
+    MAX_PROFILE_OPS,
+    OpProfile,
+    OpTime,
+)
 from perfsuite.render import summary
 from perfsuite.store import archive
 from perfsuite.store.baselines import (
@@ -92,6 +99,7 @@ def test_a_history_keeps_the_newest_summary_and_an_older_one_where_the_new_sessi
     (lambda p: p.update(device="cuda"), "profiled on 'cuda'"),
     (lambda p: p.update(ops=[{"name": "a", "calls": 1, "host_self_s": 0.1}] * (MAX_PROFILE_OPS + 1)), "at most 40"),
     (lambda p: p.update(fallback_warnings=[["message"]]), "'fallback_warnings'"),
+    (lambda p: p.update(host_times="mean"), "'host_times' is 'mean'"),
 ])
 def test_a_bad_summary_names_the_entry_and_field(tmp_path, change, named):
     document = baseline_to_json(BaselineFile("cpu", {BENCHMARK_ID: entry(stored(), op_profile=recorded())}))
@@ -115,6 +123,23 @@ def test_a_regression_is_explained_against_the_recorded_summary_said_to_be_from_
     assert found.against == f"the op summary recorded in another session ({AT}, commit {COMMIT})"
     assert [(op.name, op.base_calls, op.head_calls) for op in found.calls_changed] == [
         ("aten::native_layer_norm", 2, 4)]
+
+
+def test_a_summary_stored_before_profiles_said_how_they_took_host_times_reads_as_summed_and_the_explanation_says_so(
+        tmp_path):
+    document = baseline_to_json(BaselineFile("cpu", {BENCHMARK_ID: entry(stored(), op_profile=recorded())}))
+    assert document["entries"][BENCHMARK_ID]["op_profile"]["host_times"] == HOST_TIMES_FASTEST_STEP
+    del document["entries"][BENCHMARK_ID]["op_profile"]["host_times"]
+    loaded = load_baseline(write_document(tmp_path, document))
+    assert loaded is not None
+    older = loaded.entries[BENCHMARK_ID].op_profile
+    assert older is not None and older.host_times == HOST_TIMES_SUMMED
+    found = explain_against_history("changed", "regressed", older, profile(NORM_TWICE), 0.0004)
+    assert isinstance(found, Explanation)
+    assert any("the base summary was stored by an older perfsuite" in limit for limit in found.limits), found.limits
+    # A summary stored now and a profile taken now say nothing of it.
+    same = explain_against_history("changed", "regressed", recorded(), profile(NORM_TWICE), 0.0004)
+    assert isinstance(same, Explanation) and not any("older perfsuite" in limit for limit in same.limits)
 
 
 def test_a_summary_of_unknown_date_and_commit_says_so():

@@ -91,3 +91,20 @@ def test_a_gate_case_whose_worker_gives_no_answer_in_time_is_crashed_saying_so(t
     ((case, outcome),) = processes.run_worker(plan, [CASE])
     assert case == CASE and outcome.kind == "crashed" and "exited with status -9" in outcome.message
     assert outcome.details.endswith("(gave no answer within 1 s and was stopped)")
+
+
+@pytest.mark.slow  # starts worker processes
+def test_workers_stopped_together_exit_together(tmp_path: Path, monkeypatch):
+    """Three workers that each take 1 s to exit once asked (as one unloading torch takes tenths of a second): all are
+    asked before any is waited for, so stopping them takes about 1 s, not 3."""
+    import time
+
+    slow_exit = [sys.executable, "-c", "import sys, time; sys.stdin.readline(); time.sleep(1.0)"]
+    monkeypatch.setattr(workers_module, "worker_command", lambda python, spec_path, harness: slow_exit)
+    pool = Workers(tmp_path, timeout_s=30)
+    started = [pool.start(gate_spec(tmp_path), number) for number in range(3)]
+    time.sleep(0.5)  # each is reading its input
+    stopping = time.monotonic()
+    pool.stop_all()
+    assert time.monotonic() - stopping < 2.5
+    assert pool.started == [] and [worker.process.returncode for worker in started] == [0, 0, 0]

@@ -3,6 +3,7 @@ mark on one continuous history that `perfsuite site` shows."""
 
 import json
 import re
+import time
 
 import pytest
 
@@ -34,11 +35,21 @@ def record(run, *flags):
     return result
 
 
+def next_second() -> None:
+    """Wait until the UTC second turns: the archive orders sessions by when they recorded, to the second, and a
+    session of this sleeper model, run in this process, records within one."""
+    started = int(time.time())
+    while int(time.time()) == started:
+        time.sleep(0.02)
+
+
 def test_two_recordings_and_a_rebaseline_leave_three_session_files_and_the_site_marks_the_rebaseline(
     project, run_in_process
 ):
     record(run_in_process, "--perf-update-baseline")
+    next_second()
     second = record(run_in_process, "--perf-update-baseline")
+    next_second()
     record(run_in_process, "--perf-rebaseline")
 
     files = archive_files(project)

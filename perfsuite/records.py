@@ -468,8 +468,9 @@ class OpTime:
 
 # How an op profile's host times were taken: each its fastest profiled step's times the steps (this perfsuite), or
 # summed over every step (perfsuite before it: a summary recorded then and stored in a history reads so).
-HOST_TIMES_FASTEST_STEP = "fastest step"
-HOST_TIMES_SUMMED = "summed"
+HostTimes = Literal["fastest step", "summed"]
+HOST_TIMES_FASTEST_STEP: HostTimes = "fastest step"
+HOST_TIMES_SUMMED: HostTimes = "summed"
 
 
 @dataclass(frozen=True)
@@ -499,4 +500,4 @@ class OpProfile:
     limits: tuple[str, ...] = ()
     recorded_at: str | None = None
     commit: str | None = None
-    host_times: str = HOST_TIMES_FASTEST_STEP
+    host_times: HostTimes = HOST_TIMES_FASTEST_STEP

@@ -140,10 +140,12 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
         totals[0] += 1
         totals[1][step] += event.self_cpu_time_total
         totals[2] += device_us
-    ops_summed = {name: [calls, _fastest_step_total(host_us), device_us]
-                  for name, (calls, host_us, device_us) in ops.items()}
-    regions_summed = {name: [calls, _fastest_step_total(host_us), device_us]
-                      for name, (calls, host_us, device_us) in regions.items()}
+
+    def fastest_steps(table: dict[str, list[Any]]) -> dict[str, list[float]]:
+        """Each name's [calls, host us (its fastest step's times the steps), device us]."""
+        return {name: [calls, _fastest_step_total(host_us), device_us]
+                for name, (calls, host_us, device_us) in table.items()}
+
     kernels: dict[str, list[float]] = {}
     for event in events:
         if event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation", False):
@@ -163,7 +165,7 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
                            sum(t[1] for _, t in rest) / 1e6, sum(t[2] for _, t in rest) / 1e6 if on_cuda else None)
         return tuple(kept), other
 
-    kept_ops, other_ops = times(ops_summed, MAX_PROFILE_OPS)
+    kept_ops, other_ops = times(fastest_steps(ops), MAX_PROFILE_OPS)
     fallback_warnings = Counter(str(warning.message) for warning in caught
                                 if device.falls_back_to_cpu and "CPU" in str(warning.message))
     return OpProfile(
@@ -171,7 +173,7 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
         host_s=_fastest_step_total([marker.cpu_time_total for marker in markers]) / 1e6,
         host_outside_ops_s=_fastest_step_total(outside_us) / 1e6, ops=kept_ops, other_ops=other_ops,
         device_wait_s=device_wait_s,
-        kernels=times(kernels, MAX_PROFILE_KERNELS)[0], regions=times(regions_summed, None)[0],
+        kernels=times(kernels, MAX_PROFILE_KERNELS)[0], regions=times(fastest_steps(regions), None)[0],
         fallback_warnings=tuple(fallback_warnings.most_common(MAX_PROFILE_KERNELS)),
         watches_fallbacks=device.falls_back_to_cpu,
         limits=(device.op_profile_limit,) if device.op_profile_limit else (),

@@ -13,9 +13,8 @@ from tests.browser import chromium
 REPOSITORY = Path(__file__).resolve().parents[2]
 
 # Slow: it starts a browser.
-# The tests share one module fixture: one worker runs the file (`--dist loadscope`,
-# which tests/conftest.py chooses under -n), building it once.
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(chromium.missing() is not None, reason=str(chromium.missing()))]
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(chromium.missing() is not None, reason=str(chromium.missing()))]
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,6 @@ from tests.fixtures.site.synthetic import SyntheticPlan, write_synthetic_archive
 REPOSITORY = Path(__file__).resolve().parents[2]
 FIXTURES = REPOSITORY / "tests" / "fixtures" / "site"
 
-# The tests of the committed site share one module fixture: one worker runs the file (`--dist loadscope`,
-# which tests/conftest.py chooses under -n), building it once.
-
 
 def case_rows(index_html: str) -> list[str]:
     return re.findall(r"<tr data-device=.*?</tr>", index_html)

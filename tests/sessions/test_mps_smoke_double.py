@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-# The tests share one module fixture: one worker runs the file (`--dist loadscope`,
-# which tests/conftest.py chooses under -n), building it once.
 pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-# The tests share one module fixture: one worker runs the file (`--dist loadscope`,
-# which tests/conftest.py chooses under -n), building it once.
 pytestmark = pytest.mark.slow
 
 REPOSITORY = Path(__file__).resolve().parents[2]

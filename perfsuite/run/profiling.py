@@ -8,7 +8,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from perfsuite.records import MAX_PROFILE_KERNELS, MAX_PROFILE_OPS, OpProfile, OpTime
@@ -69,15 +69,23 @@ _STEP_MARKER = "perfsuite-profiled-step-"
 OTHER_OPS = "(other ops)"
 
 
-def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: int) -> OpProfile:
-    """Profile `steps` steps of a warm case with torch.profiler, back to back as a round runs them and drained once
-    after the last (never inside a timed round: the profiler's overhead would enter the figure). On CUDA the
-    device activity is profiled too (time per kernel, and per op the kernels it launched); on MPS every CPU-fallback
-    warning of the steps is kept (torch.set_warn_always, so each call warns, not only the first of the process)."""
+@dataclass
+class _ProfiledSteps:
+    """What torch.profiler saw of the profiled steps: its events, the CPU-fallback warnings raised meanwhile, and
+    how long the drain after the last step waited for the device."""
+
+    events: list[Any]
+    warnings: list[str]
+    device_wait_s: float
+
+
+def _profile_steps(run_step: Callable[[], object], device: DeviceBackend, steps: int) -> _ProfiledSteps:
+    """Run `steps` steps back to back under torch's profiler, each in a marked range, and drain once after the last;
+    on MPS every CPU-fallback warning of the steps is kept (torch.set_warn_always, so each call warns, not only the
+    first of the process)."""
     import warnings
 
     import torch
-    from torch.autograd import DeviceType
     from torch.autograd.profiler import profile, record_function
 
     warned_always = torch.is_warn_always_enabled()
@@ -98,7 +106,25 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
                 device_wait_s = time.perf_counter() - wait_started_s
         finally:
             torch.set_warn_always(warned_always)
-    events = list(profiler.function_events)
+    return _ProfiledSteps(list(profiler.function_events), [str(warning.message) for warning in caught],
+                          device_wait_s)
+
+
+@dataclass
+class _HostTables:
+    """The host side of the profiled steps: per op name and per unattributable region [calls, host us per step,
+    device us], the host time outside ops per step, and each step's whole host time."""
+
+    ops: dict[str, list[Any]]
+    regions: dict[str, list[Any]]
+    outside_us: list[float]
+    step_us: list[float]
+
+
+def _host_tables(events: Sequence[Any]) -> _HostTables:
+    """Each host event of the profiled steps put under the step it ran in (events outside every step are left out)."""
+    from torch.autograd import DeviceType
+
     markers = [e for e in events if e.device_type == DeviceType.CPU and e.name.startswith(_STEP_MARKER)]
     step_of_marker = {id(marker): index for index, marker in enumerate(markers)}
     step_of_event: dict[int, int | None] = {}
@@ -116,12 +142,8 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
                 step_of_event[key] = step_of(parent)
         return step_of_event[key]
 
-    # Host times are kept per step, and each op's (and the time outside ops) is its fastest step's times the steps:
-    # other work (the scheduler, another process) only ever adds to a step, and a sum would put a burst on whatever
-    # op or gap it hit; an op's fastest step is its own cost. Calls are every step's.
-    ops: dict[str, list[Any]] = {}
-    regions: dict[str, list[Any]] = {}
-    outside_us = [marker.self_cpu_time_total for marker in markers]
+    tables = _HostTables({}, {}, [marker.self_cpu_time_total for marker in markers],
+                         [marker.cpu_time_total for marker in markers])
     for event in events:
         if event.device_type != DeviceType.CPU or event.name.startswith(_STEP_MARKER):
             continue
@@ -130,21 +152,22 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
             continue
         device_us = float(getattr(event, "self_device_time_total", 0.0) or 0.0)
         if event.name.startswith(UNATTRIBUTABLE_PREFIXES):
-            target = regions
+            target = tables.regions
         elif getattr(event, "is_user_annotation", False):
-            outside_us[step] += event.self_cpu_time_total  # the user's own record_function: Python between ops
+            tables.outside_us[step] += event.self_cpu_time_total  # the user's own record_function: Python between ops
             continue
         else:
-            target = ops
+            target = tables.ops
         totals = target.setdefault(event.name, [0, [0.0] * len(markers), 0.0])
         totals[0] += 1
         totals[1][step] += event.self_cpu_time_total
         totals[2] += device_us
+    return tables
 
-    def fastest_steps(table: dict[str, list[Any]]) -> dict[str, list[float]]:
-        """Each name's [calls, host us (its fastest step's times the steps), device us]."""
-        return {name: [calls, _fastest_step_total(host_us), device_us]
-                for name, (calls, host_us, device_us) in table.items()}
+
+def _kernel_table(events: Sequence[Any]) -> dict[str, list[float]]:
+    """Per CUDA kernel (or copy, set) name: [calls, 0 host us, device us]."""
+    from torch.autograd import DeviceType
 
     kernels: dict[str, list[float]] = {}
     for event in events:
@@ -152,38 +175,62 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
             totals = kernels.setdefault(event.name, [0, 0.0, 0.0])
             totals[0] += 1
             totals[2] += event.time_range.end - event.time_range.start
-    on_cuda = device.profiles_kernels
-
-    def times(table: dict[str, list[float]], limit: int | None) -> tuple[tuple[OpTime, ...], OpTime | None]:
-        ranked = sorted(table.items(), key=lambda item: -(item[1][1] + item[1][2]))
-        kept = [OpTime(name, int(calls), host_us / 1e6, device_us / 1e6 if on_cuda else None)
-                for name, (calls, host_us, device_us) in ranked[:limit]]
-        rest = ranked[limit:] if limit is not None else []
-        other = None
-        if rest:
-            other = OpTime(OTHER_OPS, int(sum(t[0] for _, t in rest)),
-                           sum(t[1] for _, t in rest) / 1e6, sum(t[2] for _, t in rest) / 1e6 if on_cuda else None)
-        return tuple(kept), other
-
-    kept_ops, other_ops = times(fastest_steps(ops), MAX_PROFILE_OPS)
-    fallback_warnings = Counter(str(warning.message) for warning in caught
-                                if device.falls_back_to_cpu and "CPU" in str(warning.message))
-    return OpProfile(
-        device=device.name, steps=steps,
-        host_s=_fastest_step_total([marker.cpu_time_total for marker in markers]) / 1e6,
-        host_outside_ops_s=_fastest_step_total(outside_us) / 1e6, ops=kept_ops, other_ops=other_ops,
-        device_wait_s=device_wait_s,
-        kernels=times(kernels, MAX_PROFILE_KERNELS)[0], regions=times(fastest_steps(regions), None)[0],
-        fallback_warnings=tuple(fallback_warnings.most_common(MAX_PROFILE_KERNELS)),
-        watches_fallbacks=device.falls_back_to_cpu,
-        limits=(device.op_profile_limit,) if device.op_profile_limit else (),
-    )
+    return kernels
 
 
 def _fastest_step_total(per_step: Sequence[float]) -> float:
     """The least of per-step values times the number of steps: a total that other work (which only ever adds to a
     step's host time) leaves out unless it hit every step."""
     return min(per_step) * len(per_step) if per_step else 0.0
+
+
+def _fastest_steps(table: dict[str, list[Any]]) -> dict[str, list[float]]:
+    """Each name's [calls, host us (its fastest step's times the steps), device us]."""
+    return {name: [calls, _fastest_step_total(host_us), device_us]
+            for name, (calls, host_us, device_us) in table.items()}
+
+
+def _ranked(
+    table: dict[str, list[float]], limit: int | None, on_cuda: bool
+) -> tuple[tuple[OpTime, ...], OpTime | None]:
+    """The `limit` largest of [calls, host us, device us] by host and device time together, and the rest summed
+    (None when nothing is left out); device times only where the profile saw the device (`on_cuda`)."""
+    ranked = sorted(table.items(), key=lambda item: -(item[1][1] + item[1][2]))
+    kept = [OpTime(name, int(calls), host_us / 1e6, device_us / 1e6 if on_cuda else None)
+            for name, (calls, host_us, device_us) in ranked[:limit]]
+    rest = ranked[limit:] if limit is not None else []
+    other = None
+    if rest:
+        other = OpTime(OTHER_OPS, int(sum(t[0] for _, t in rest)),
+                       sum(t[1] for _, t in rest) / 1e6, sum(t[2] for _, t in rest) / 1e6 if on_cuda else None)
+    return tuple(kept), other
+
+
+def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: int) -> OpProfile:
+    """Profile `steps` steps of a warm case with torch.profiler, back to back as a round runs them and drained once
+    after the last (never inside a timed round: the profiler's overhead would enter the figure). On CUDA the
+    device activity is profiled too (time per kernel, and per op the kernels it launched); on MPS every CPU-fallback
+    warning of the steps is kept.
+
+    Host times are kept per step, and each op's (and the time outside ops) is its fastest step's times the steps:
+    other work (the scheduler, another process) only ever adds to a step, and a sum would put a burst on whatever op
+    or gap it hit; an op's fastest step is its own cost. Calls are every step's."""
+    profiled = _profile_steps(run_step, device, steps)
+    host = _host_tables(profiled.events)
+    on_cuda = device.profiles_kernels
+    kept_ops, other_ops = _ranked(_fastest_steps(host.ops), MAX_PROFILE_OPS, on_cuda)
+    fallback_warnings = Counter(message for message in profiled.warnings
+                                if device.falls_back_to_cpu and "CPU" in message)
+    return OpProfile(
+        device=device.name, steps=steps, host_s=_fastest_step_total(host.step_us) / 1e6,
+        host_outside_ops_s=_fastest_step_total(host.outside_us) / 1e6, ops=kept_ops, other_ops=other_ops,
+        device_wait_s=profiled.device_wait_s,
+        kernels=_ranked(_kernel_table(profiled.events), MAX_PROFILE_KERNELS, on_cuda)[0],
+        regions=_ranked(_fastest_steps(host.regions), None, on_cuda)[0],
+        fallback_warnings=tuple(fallback_warnings.most_common(MAX_PROFILE_KERNELS)),
+        watches_fallbacks=device.falls_back_to_cpu,
+        limits=(device.op_profile_limit,) if device.op_profile_limit else (),
+    )
 
 
 def merge_profiles(profiles: Sequence[OpProfile]) -> OpProfile:

@@ -173,21 +173,92 @@ def save_output(output: object, path: str) -> None:
     torch.save(tensors(output), path)
 
 
+class OpenCases:
+    """The cases a worker holds open, one per side (the gate's worker: one, under None), with the rounds each has
+    timed; one method per request, each returning its reply."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        from perfsuite.run.measure import WarmCase
+
+        self.spec = spec
+        self.settings = replace(spec.measure, count_flops=False)  # a case opened for windows compares times: no FLOPs
+        self.warm: dict[str | None, WarmCase] = {}
+        self.round_times_s: dict[str | None, list[float]] = {}
+
+    def measure(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        from perfsuite.run.wire import outcome_to_json
+
+        outcome = measure_case(self.spec, Case(**request["case"]), bool(request.get("count_flops")))
+        return {"ok": True, "outcome": outcome_to_json(outcome)}
+
+    def open(self, name: str | None, request: Mapping[str, Any]) -> dict[str, Any]:
+        from perfsuite.run.measure import open_case
+
+        case = Case(**request["case"])
+        started_s = time.perf_counter()
+        opened = self.warm[name] = open_case(case, self.settings, self.spec.rounds)
+        opened.device.reset_memory_peak()
+        self.round_times_s[name] = []
+        if request.get("output_path"):
+            save_output(opened.first_output, request["output_path"])
+        return {"ok": True, "open_s": time.perf_counter() - started_s, "warmup_s": opened.warmup_total_s,
+                "steps_per_round": opened.steps_per_round, "step_s": opened.step_s, "source": source_file(case)}
+
+    def window(self, name: str | None, request: Mapping[str, Any]) -> dict[str, Any]:
+        opened = self.warm[name]
+        if request.get("steps"):  # the block's steps per round, the same on both sides
+            opened.steps_per_round = int(request["steps"])
+        times_s = opened.time_rounds(float(request["duration_s"]))
+        self.round_times_s[name] += times_s
+        return {"ok": True, "times_s": times_s}
+
+    def profile(self, name: str | None, request: Mapping[str, Any]) -> dict[str, Any]:
+        from perfsuite.run.measure import failure_of
+        from perfsuite.run.profiling import profile_ops
+        from perfsuite.run.wire import op_profile_to_json, outcome_to_json
+
+        opened = self.warm[name]
+        try:
+            profile = profile_ops(opened.prepared.run_step, opened.device, int(request["steps"]))
+        except Exception as error:  # the case stays open: its block's windows are timed already
+            return {"ok": False, "outcome": outcome_to_json(failure_of(opened.case, error))}
+        return {"ok": True, "profile": op_profile_to_json(profile)}
+
+    def close(self, name: str | None) -> dict[str, Any]:
+        from perfsuite.run.wire import run_to_json
+
+        times_s = self.round_times_s.pop(name, [])
+        run = None
+        if times_s:  # else opened but never timed (the other side did not fit beside it): no run
+            self.warm[name].check_no_compilation()
+            run = self.warm[name].run_of(times_s, self.settings.fresh_process)
+        closing = self.warm.pop(name)
+        closing.close()
+        device = closing.device
+        del closing
+        device.free_cached_memory()  # what the case held is freed before the next case or side builds
+        return {"ok": True, "run": None if run is None else run_to_json(run)}
+
+    def failed(self, name: str | None, request: Mapping[str, Any], error: Exception) -> dict[str, Any]:
+        """The reply to a request that raised: the failure of its case (closed, when it was open); re-raises an
+        error that belongs to no case."""
+        from perfsuite.run.measure import failure_of
+        from perfsuite.run.wire import outcome_to_json
+
+        failing_case = (self.warm[name].case if name in self.warm
+                        else Case(**request["case"]) if "case" in request else None)
+        if name in self.warm:
+            self.warm.pop(name).close()
+        if failing_case is None:
+            raise error
+        return {"ok": False, "outcome": outcome_to_json(failure_of(failing_case, error))}
+
+
 def serve(spec: WorkerSpec, requests: IO[str], replies: IO[str]) -> int:
     """Answer requests until `exit` or the end of input; returns the exit code."""
-    from perfsuite.run.measure import WarmCase, failure_of, open_case
-    from perfsuite.run.wire import outcome_to_json, run_to_json
-
-    settings = replace(spec.measure, count_flops=False)  # a case opened for windows compares times: no FLOPs
-    rounds = spec.rounds
     sides = make_sides(spec)
     heap = steady_heap() if len(spec.sides) == 2 else None  # two sides taking turns: perfsuite.run.heap says why
-
-    def current(name: str | None) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext() if name is None else sides[name].active()
-
-    warm: dict[str | None, WarmCase] = {}
-    round_times_s: dict[str | None, list[float]] = {}
+    cases = OpenCases(spec)
 
     def reply(document: Mapping[str, Any]) -> None:
         replies.write(json.dumps(document) + "\n")
@@ -201,59 +272,21 @@ def serve(spec: WorkerSpec, requests: IO[str], replies: IO[str]) -> int:
             break
         name = request.get("side", next(iter(sides), None))
         try:
-            with current(name):
+            with contextlib.nullcontext() if name is None else sides[name].active():
                 if op == "measure":
-                    outcome = measure_case(spec, Case(**request["case"]), bool(request.get("count_flops")))
-                    reply({"ok": True, "outcome": outcome_to_json(outcome)})
+                    reply(cases.measure(request))
                 elif op == "open":
-                    case = Case(**request["case"])
-                    started_s = time.perf_counter()
-                    warm[name] = open_case(case, settings, rounds)
-                    warm[name].device.reset_memory_peak()
-                    round_times_s[name] = []
-                    if request.get("output_path"):
-                        save_output(warm[name].first_output, request["output_path"])
-                    reply({"ok": True, "open_s": time.perf_counter() - started_s, "warmup_s": warm[name].warmup_total_s,
-                           "steps_per_round": warm[name].steps_per_round, "step_s": warm[name].step_s,
-                           "source": source_file(case)})
+                    reply(cases.open(name, request))
                 elif op == "window":
-                    if request.get("steps"):  # the block's steps per round, the same on both sides
-                        warm[name].steps_per_round = int(request["steps"])
-                    times_s = warm[name].time_rounds(float(request["duration_s"]))
-                    round_times_s[name] += times_s
-                    reply({"ok": True, "times_s": times_s})
+                    reply(cases.window(name, request))
                 elif op == "profile":
-                    from perfsuite.run.profiling import profile_ops
-                    from perfsuite.run.wire import op_profile_to_json
-
-                    opened = warm[name]
-                    try:
-                        profile = profile_ops(opened.prepared.run_step, opened.device, int(request["steps"]))
-                    except Exception as error:  # the case stays open: its block's windows are timed already
-                        reply({"ok": False, "outcome": outcome_to_json(failure_of(opened.case, error))})
-                        continue
-                    reply({"ok": True, "profile": op_profile_to_json(profile)})
+                    reply(cases.profile(name, request))
                 elif op == "close":
-                    times_s = round_times_s.pop(name, [])
-                    run = None
-                    if times_s:  # else opened but never timed (the other side did not fit beside it): no run
-                        warm[name].check_no_compilation()
-                        run = warm[name].run_of(times_s, settings.fresh_process)
-                    closing = warm.pop(name)
-                    closing.close()
-                    device = closing.device
-                    del closing
-                    device.free_cached_memory()  # what the case held is freed before the next case or side builds
-                    reply({"ok": True, "run": None if run is None else run_to_json(run)})
+                    reply(cases.close(name))
                 else:
                     raise ValueError(f"unknown request {op!r}")
         except Exception as error:
-            failing_case = warm[name].case if name in warm else Case(**request["case"]) if "case" in request else None
-            if name in warm:
-                warm.pop(name).close()
-            if failing_case is None:
-                raise
-            reply({"ok": False, "outcome": outcome_to_json(failure_of(failing_case, error))})
+            reply(cases.failed(name, request, error))
     return 0
 
 

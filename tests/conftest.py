@@ -73,6 +73,19 @@ def _not_an_xdist_worker_for_inner_sessions() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _inner_sessions_without_hypothesis() -> Iterator[None]:
+    """The pytest sessions a test starts, in processes of their own or in this one, are a user's sessions: they run
+    without Hypothesis's pytest plugin, which only the test extras install. That plugin imports all of Hypothesis at
+    each session's end (its terminal summary), every module of it rewritten for asserts: about a second of each
+    session, here, with no Hypothesis test to show for it. (`PYTEST_ADDOPTS`: the perfsuite commands that start
+    pytest themselves, bisect's judgements and `perfsuite ci`, pass it on too.)"""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        addopts = os.environ.get("PYTEST_ADDOPTS", "")
+        monkeypatch.setenv("PYTEST_ADDOPTS", f"{addopts} -p no:hypothesispytest".strip())
+        yield
+
+
 @pytest.fixture(scope="session")
 def _torch_dynamo_imported() -> None:
     """torch._dynamo imported once in this process, before any pytester takes its snapshot of the modules: a gate

@@ -211,18 +211,19 @@ def largest_difference(base_path: Path, head_path: Path) -> float | None:
 
 def start_workers(
     workers: Workers, plan: SessionPlan, base: SideSpec, head: SideSpec, schedule: AbSchedule, cases: Sequence[Case],
-    check_models: Sequence[str], results: AbResults, first_number: int = 0,
+    check_models: Sequence[str], results: AbResults, first_number: int = 0, warm: Sequence[Worker] = (),
 ) -> list[Worker]:
     """Start the job's workers at once: K holding both sides, or one pair (base, head) of one side each. Checks what
     each says (every model found, no base module from the head's tree) and records what each side runs; raises
-    AbUnusable when a side cannot measure."""
+    AbUnusable when a side cannot measure. `warm`: workers already started from the same specs (held by `workers`),
+    taken first in place of starting them."""
     groups = [[base, head]] * schedule.processes if schedule.in_one_process else [[base], [head]]
     started: list[tuple[Worker, list[SideSpec]]] = []
     try:
         for offset, sides in enumerate(groups):
-            worker = workers.start(worker_spec(plan, sides, head.root, cases, check_models), first_number + offset,
-                                   "+".join(side.name for side in sides), sides[0].python, sides[0].root,
-                                   harness=True)
+            worker = warm[offset] if offset < len(warm) else workers.start(
+                worker_spec(plan, sides, head.root, cases, check_models), first_number + offset,
+                "+".join(side.name for side in sides), sides[0].python, sides[0].root, harness=True)
             started.append((worker, sides))
         for worker, sides in started:
             check_hello(worker, sides, results)
@@ -309,7 +310,7 @@ class AbInterrupted(Exception):
 def measure_ab(
     plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[AbProgress], None],
     schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
-    explain: Callable[[AbMeasurement], bool] | None = None,
+    explain: Callable[[AbMeasurement], bool] | None = None, warm: Worker | None = None,
 ) -> AbResults:
     """Measure the cases of `plan` on both sides in blocks until `look` calls each decided, or `schedule`'s budget
     or block limit ends it; working files go under `folder`; `show` gets a record of each block as it ends (and of
@@ -317,12 +318,16 @@ def measure_ab(
     is replaced, so it costs no case; one that dies during a case's block costs that block. An interrupt (Ctrl-C)
     kills the workers at once and raises `AbInterrupted` with what was measured before it. Each case `explain`
     chooses has its ops profiled on both sides after its timed windows: in the block that decides it, before the case
-    closes (`ExplainWhenDecided`), else once every block is done (`profile_cases`)."""
+    closes (`ExplainWhenDecided`), else once every block is done (`profile_cases`). `warm`: a worker holding both
+    sides, already started with the spec of the first of the K (the job's check worker, `AbJob.check`), taken as that
+    one; it is stopped with the others."""
     results = AbResults(budget_s=schedule.budget_s)
     folder.mkdir(parents=True, exist_ok=True)
     started_s = time.perf_counter()
     models = sorted({case.model for case in plan.cases})
     pool = Workers(folder, REQUEST_TIMEOUT_S)
+    if warm is not None:
+        pool.adopt(warm)
     workers: list[Worker] = []
     blocks: dict[str, list[AbPair]] = {case.benchmark_id: [] for case in plan.cases}
     seconds: dict[str, float] = {case.benchmark_id: 0.0 for case in plan.cases}
@@ -351,7 +356,8 @@ def measure_ab(
     try:
         if schedule.in_one_process:
             try:
-                workers = start_workers(pool, plan, base, head, schedule, plan.cases, models, results)
+                workers = start_workers(pool, plan, base, head, schedule, plan.cases, models, results,
+                                        warm=() if warm is None else (warm,))
             except OneProcessRefused as refused:
                 results.sides.clear()
                 schedule = replace(schedule, in_one_process=False, process_pairs_reason=str(refused))

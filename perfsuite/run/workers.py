@@ -190,6 +190,15 @@ class Workers:
         self.started.append(worker)
         return worker
 
+    def hand_over(self, worker: Worker) -> Worker:
+        """Stop holding `worker`, left running, for another `Workers` to `adopt`; `stop_all` no longer stops it."""
+        self.started.remove(worker)
+        return worker
+
+    def adopt(self, worker: Worker) -> None:
+        """Hold `worker`, handed over by another `Workers`, as if started here."""
+        self.started.append(worker)
+
     def replace(self, worker: Worker) -> Worker:
         """A fresh worker of `worker`'s spec in its place; `worker` is killed if it still runs."""
         self.stop(worker, at_once=True)

@@ -47,7 +47,7 @@ from perfsuite.run.ab import (
 )
 from perfsuite.run.measure import extra_info
 from perfsuite.run.plan import SessionPlan
-from perfsuite.run.workers import Workers
+from perfsuite.run.workers import Worker, Workers
 from perfsuite.store.files import keep_out_of_git, write_text_atomically
 from perfsuite.store.revisions import (
     AbJobLock,
@@ -161,6 +161,7 @@ class AbJob:
     show: Callable[[str], None] = print
     written: list[str] = field(default_factory=list)
     files_written: bool = True
+    warm: Worker | None = None  # the check's worker, held for the measuring (`check`)
 
     def take(self, case: Case, fixture: Any) -> Measurement | None:
         """An A/B case: the first one measures every case on both sides; each case's test shows its head side's
@@ -191,14 +192,20 @@ class AbJob:
                              default=AB_DEFAULT_TOLERANCE)
 
     def check(self) -> None:
-        """Start one worker (or pair) that checks every selected model on both sides, then stop it; the models the
-        base does not have are set aside as `no_base` (their cases are not measured). UsageError when a side cannot
-        measure or cannot be sure it runs its own code (the job's lock and folder are released)."""
+        """Start one worker (or pair) that checks every selected model on both sides; the models the base does not
+        have are set aside as `no_base` (their cases are not measured). UsageError when a side cannot measure or
+        cannot be sure it runs its own code (the job's lock and folder are released). The worker holding both sides
+        is started as the first measuring worker would be: where every model is on both sides, it stays, warm, and
+        measures as that one (`warm`), which saves the job a worker's start (a fresh Python importing torch and both
+        sides' code); else it is stopped."""
         schedule = replace(self.schedule, processes=1)
         seen = AbResults()
         try:
             workers = Workers(self.folder, REQUEST_TIMEOUT_S)
-            start_workers(workers, self.plan, self.base, self.head, schedule, [], self.models, seen)
+            started = start_workers(workers, self.plan, self.base, self.head, schedule, self.plan.cases, self.models,
+                                    seen)
+            if schedule.in_one_process and not seen.no_base:
+                self.warm = workers.hand_over(started[0])
             workers.stop_all()
         except AbUnusable as error:
             self.close()
@@ -207,6 +214,12 @@ class AbJob:
             self.close()
             raise
         self.no_base = dict(seen.no_base)
+
+    def stop_warm_worker(self) -> None:
+        """Stop the check's worker where no measuring took it (a session that measured nothing)."""
+        if self.warm is not None:
+            self.warm.stop(at_once=True)
+            self.warm = None
 
     @property
     def models(self) -> list[str]:
@@ -221,7 +234,9 @@ class AbJob:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def close(self) -> None:
-        """Remove the job's working folder and release the project's A/B lock (again: nothing)."""
+        """Stop the check's worker if nothing measured with it, remove the job's working folder and release the
+        project's A/B lock (again: nothing)."""
+        self.stop_warm_worker()
         self.remove_work_folder()
         if self.lock is not None:
             self.lock.release()
@@ -247,16 +262,19 @@ class AbJob:
             show(f"perfsuite A/B: {self.note}")
         for model, why in sorted(self.no_base.items()):
             show(f"perfsuite A/B: {model}: no base (the base side does not have it): {why}")
+        warm, self.warm = self.warm, None
         try:
             self.results = measure_ab(plan, self.base, self.head, self.folder,
                                       lambda progress: show(ab_progress_line(progress)), self.schedule, decided,
-                                      explain=None if self.settings.ab_explain == "none" else explained) if (
-                plan.cases) else AbResults(budget_s=self.settings.ab_budget_s)
+                                      explain=None if self.settings.ab_explain == "none" else explained,
+                                      warm=warm) if plan.cases else AbResults(budget_s=self.settings.ab_budget_s)
         except AbInterrupted as stopped:
             self.results = stopped.results
             self.judge()
             raise KeyboardInterrupt from None
         finally:
+            if warm is not None and not plan.cases:
+                warm.stop(at_once=True)
             self.remove_work_folder()
         self.judge()
 

@@ -6,6 +6,9 @@ step later fills them directly on the target device from one small pool of norma
 this costs a few device copies, and host memory is never touched. Timing does not depend on the
 weights' values, only on their being finite, ordinary numbers (no denormals, no NaNs), which the fill
 guarantees.
+
+accelerate, which does the meta-device work, is imported when a module is built or filled that way, not with this
+module: a process measuring only models without meta parameters (a user's small model in a worker) never imports it.
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ import math
 from collections.abc import Callable
 
 import torch
-from accelerate import init_empty_weights
-from accelerate.utils import set_module_tensor_to_device
 
 _POOL_SIZE = 1 << 16
 
@@ -23,6 +24,8 @@ _POOL_SIZE = 1 << 16
 def build_on_meta(factory: Callable[[], torch.nn.Module]) -> torch.nn.Module:
     """Call `factory` with parameters created on the meta device; buffers (BatchNorm statistics,
     position ids) are created normally on the CPU, so they hold their real values."""
+    from accelerate import init_empty_weights
+
     with init_empty_weights(include_buffers=False):
         return factory()
 
@@ -37,6 +40,7 @@ def materialize_random_weights(module: torch.nn.Module, device: str, seed: int =
     for name, parameter in list(module.named_parameters()):
         if parameter.device.type != "meta":
             continue
+        from accelerate.utils import set_module_tensor_to_device
         value = torch.empty(parameter.shape, dtype=torch.float32, device=device)
         if parameter.ndim >= 2:
             _fill_from_pool(value, pool, std=1.0 / math.sqrt(parameter[0].numel()))

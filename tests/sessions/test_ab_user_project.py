@@ -62,6 +62,22 @@ def project(tmp_path: Path) -> Path:
     return wide_project(tmp_path)
 
 
+@pytest.fixture
+def started_workers(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every worker process an in-process job starts, in order."""
+    from perfsuite.run.workers import Workers
+
+    started: list = []
+    start = Workers.start
+
+    def recording_start(self, *arguments, **keywords):
+        started.append(start(self, *arguments, **keywords))
+        return started[-1]
+
+    monkeypatch.setattr(Workers, "start", recording_start)
+    return started
+
+
 def ab(root: Path, *options: str, own_process: bool = False) -> subprocess.CompletedProcess[str]:
     """An A/B job of PAIRS process pairs with short windows, its session in this process unless `own_process` (its
     sides run in worker processes either way): each verdict here is far outside its floor (or the inconclusive one
@@ -88,7 +104,7 @@ def test_a_layer_run_twice_is_regressed_and_the_base_ran_the_base_commits_model(
     assert git(project, "status", "--porcelain") == ""  # the base checkout does not show in the project's status
 
 
-def test_a_comment_only_change_is_unchanged_with_identical_outputs(project: Path):
+def test_a_comment_only_change_is_unchanged_with_identical_outputs(project: Path, started_workers: list):
     (project / "conftest.py").write_text(MODEL.replace("# LAYER", "# LAYER: the wide layer"))
     commit(project, "a comment")
     result = ab(project, "--perf-ab", "HEAD~1")
@@ -96,6 +112,8 @@ def test_a_comment_only_change_is_unchanged_with_identical_outputs(project: Path
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
     assert case["status"] == "unchanged" and case["largest_output_difference"] == 0
     assert case["pairs"] == PAIRS and case["floor"] < 0.5
+    # The worker that checked the models before the tests ran measured as the first of the PAIRS: no more started.
+    assert len(started_workers) == PAIRS and not any(worker.alive for worker in started_workers)
 
 
 def test_a_verdict_that_cannot_judge_fails_the_job_unless_only_warned_of(project: Path):
@@ -128,7 +146,7 @@ def test_an_unknown_revision_is_refused_before_measuring(project: Path, revision
     assert not (project / ".perfsuite" / "ab.json").exists()
 
 
-def test_a_base_without_the_selected_model_says_no_base_and_judges_nothing(project: Path):
+def test_a_base_without_the_selected_model_says_no_base_and_judges_nothing(project: Path, started_workers: list):
     (project / "conftest.py").write_text(MODEL.replace('name="wide"', 'name="wider"'))
     commit(project, "rename the model")
     result = ab(project, "--perf-ab", "HEAD~1")
@@ -137,6 +155,8 @@ def test_a_base_without_the_selected_model_says_no_base_and_judges_nothing(proje
     assert "wider: no base (the base side does not have it): workload 'wider' was not found" in result.stdout
     (case,) = json.loads((project / ".perfsuite" / "ab.json").read_text())["cases"]
     assert case["status"] == "no-base" and not case["fails_job"]
+    # Only the worker that checked the models, stopped: nothing was left to measure.
+    assert len(started_workers) == 1 and not started_workers[0].alive
 
 
 def test_a_base_interpreter_without_torch_is_refused(project: Path, tmp_path: Path):

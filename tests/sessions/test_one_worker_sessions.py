@@ -108,3 +108,20 @@ def test_workers_stopped_together_exit_together(tmp_path: Path, monkeypatch):
     pool.stop_all()
     assert time.monotonic() - stopping < 2.5
     assert pool.started == [] and [worker.process.returncode for worker in started] == [0, 0, 0]
+
+
+@pytest.mark.slow  # starts a worker process
+def test_a_worker_measuring_a_model_without_meta_parameters_never_imports_accelerate(tmp_path: Path, monkeypatch):
+    """accelerate builds the built-in models on the meta device; a worker measuring a user's small model starts
+    without it (a tenth of a second or more of every worker's start)."""
+    def reporting(python, spec_path, harness):
+        return [python, "-c", "import atexit, sys; atexit.register(lambda: sys.stderr.write("
+                "f'accelerate imported: {\"accelerate\" in sys.modules}\\n')); from perfsuite.run.worker import main; "
+                f"sys.exit(main([{str(spec_path)!r}]))"]
+
+    monkeypatch.setattr(workers_module, "worker_command", reporting)
+    pool = Workers(tmp_path, timeout_s=300)
+    worker = pool.start(gate_spec(tmp_path))
+    assert isinstance(measured(worker, count_flops=False), Run)
+    pool.stop_all()
+    assert "accelerate imported: False" in worker.log_path.read_text()

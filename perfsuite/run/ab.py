@@ -307,6 +307,47 @@ class AbInterrupted(Exception):
         self.results = results
 
 
+@dataclass
+class CaseBlocks:
+    """One case's blocks so far: the blocks, the seconds they took (profiling left out), the windows and the seconds
+    its next block should take, and what its first block found (the sides' largest output difference, each side's
+    model file)."""
+
+    case: Case
+    blocks: list[AbPair] = field(default_factory=list)
+    seconds: float = 0.0
+    next_windows: int | None = None
+    next_block_s: float = 0.0
+    difference: float | None = None
+    sources: tuple[str | None, str | None] = (None, None)
+
+    def measurement(self) -> AbMeasurement:
+        return AbMeasurement(self.case, tuple(self.blocks), self.difference, self.sources, self.seconds)
+
+    def add(self, outcome: tuple[AbPair, float | None, tuple[str | None, str | None]], block_s: float,
+            look: Callable[[AbMeasurement], Look]) -> bool:
+        """Add a block that measured (`measure_case_pair`'s outcome) and took `block_s`; whether `look` calls the
+        case decided. Its next block takes this one's seconds, scaled to the next block's windows."""
+        block, difference, sources = outcome
+        if not self.blocks:
+            self.difference, self.sources = difference, sources
+        self.blocks.append(block)
+        decided, self.next_windows = look(self.measurement())
+        self.next_block_s = block_s * max(1.0, (self.next_windows or 0) / max(len(block.windows_s), 1))
+        return decided
+
+
+def round_order(plan: SessionPlan, schedule: AbSchedule, open_cases: Sequence[Case], round_index: int,
+                next_block_s: Mapping[str, float], left_s: float) -> list[Case]:
+    """The open cases a round measures, in a shuffled order of its own: from round K on, only those whose next block
+    fits in the `left_s` seconds of the budget (`cases_that_fit`)."""
+    order = list(open_cases)
+    random.Random(plan.seed * 7919 + round_index).shuffle(order)
+    if round_index >= schedule.processes:
+        order = cases_that_fit(order, next_block_s, left_s)
+    return order
+
+
 def measure_ab(
     plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[AbProgress], None],
     schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
@@ -321,133 +362,155 @@ def measure_ab(
     closes (`ExplainWhenDecided`), else once every block is done (`profile_cases`). `warm`: a worker holding both
     sides, already started with the spec of the first of the K (the job's check worker, `AbJob.check`), taken as that
     one; it is stopped with the others."""
-    results = AbResults(budget_s=schedule.budget_s)
-    folder.mkdir(parents=True, exist_ok=True)
-    started_s = time.perf_counter()
-    models = sorted({case.model for case in plan.cases})
-    pool = Workers(folder, REQUEST_TIMEOUT_S)
-    if warm is not None:
-        pool.adopt(warm)
-    workers: list[Worker] = []
-    blocks: dict[str, list[AbPair]] = {case.benchmark_id: [] for case in plan.cases}
-    seconds: dict[str, float] = {case.benchmark_id: 0.0 for case in plan.cases}
-    windows_next: dict[str, int | None] = {case.benchmark_id: None for case in plan.cases}
-    next_block_s: dict[str, float] = {case.benchmark_id: 0.0 for case in plan.cases}
-    differences: dict[str, float | None] = {}
-    sources: dict[str, tuple[str | None, str | None]] = {}
-    open_cases = list(plan.cases)
-    stopping = interrupted = False  # stopping: the workers are killed at once, not asked to exit
+    return AbRun(plan, base, head, folder, show, schedule, look, explain).measure(warm)
 
-    def live_worker(number: int) -> Worker:
+
+class AbRun:
+    """One A/B job's measuring (`measure_ab`): its workers, its cases' blocks, and what it found."""
+
+    def __init__(self, plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path,
+                 show: Callable[[AbProgress], None], schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
+                 explain: Callable[[AbMeasurement], bool] | None) -> None:
+        self.plan, self.base, self.head, self.folder, self.show = plan, base, head, folder, show
+        self.schedule, self.look, self.explain = schedule, look, explain
+        self.results = AbResults(budget_s=schedule.budget_s)
+        self.models = sorted({case.model for case in plan.cases})
+        self.pool = Workers(folder, REQUEST_TIMEOUT_S)
+        self.workers: list[Worker] = []
+        self.cases = {case.benchmark_id: CaseBlocks(case) for case in plan.cases}
+        self.open_cases = list(plan.cases)
+        self.started_s = time.perf_counter()
+
+    def measure(self, warm: Worker | None) -> AbResults:
+        """Start the workers (`warm` taken as the first), measure round after round, profile what is left to
+        explain; stop the workers however it ends."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.started_s = time.perf_counter()
+        if warm is not None:
+            self.pool.adopt(warm)
+        stopping = interrupted = False  # stopping: the workers are killed at once, not asked to exit
+        try:
+            self.start(warm)
+            for round_index in range(self.schedule.max_blocks):
+                order = round_order(self.plan, self.schedule, self.open_cases, round_index,
+                                    {key: entry.next_block_s for key, entry in self.cases.items()},
+                                    self.schedule.budget_s - (time.perf_counter() - self.started_s))
+                if not order:
+                    break
+                pair_workers: list[Worker] = []
+                try:
+                    self.measure_round(round_index, order, pair_workers)
+                except BaseException:
+                    stopping = True
+                    raise
+                finally:
+                    for worker in pair_workers:
+                        self.pool.stop(worker, at_once=stopping)
+            self.profile_the_rest()
+        except KeyboardInterrupt:
+            stopping = interrupted = True
+            self.results.interrupted = tuple(case.benchmark_id for case in self.open_cases)
+        except BaseException:
+            stopping = True
+            raise
+        finally:
+            self.pool.stop_all(at_once=stopping)
+            self.results.spent_s = time.perf_counter() - self.started_s
+            self.results.measurements.update({key: entry.measurement() for key, entry in self.cases.items()})
+        if interrupted:
+            raise AbInterrupted(self.results)
+        return self.results
+
+    def start(self, warm: Worker | None) -> None:
+        """The K warm workers holding both sides; where the sides cannot share a process, the job measures in
+        process pairs instead, started round by round."""
+        if self.schedule.in_one_process:
+            try:
+                self.workers = start_workers(self.pool, self.plan, self.base, self.head, self.schedule,
+                                             self.plan.cases, self.models, self.results,
+                                             warm=() if warm is None else (warm,))
+            except OneProcessRefused as refused:
+                self.results.sides.clear()
+                self.schedule = replace(self.schedule, in_one_process=False, process_pairs_reason=str(refused))
+        self.results.in_one_process = self.schedule.in_one_process
+        self.results.process_pairs_reason = self.schedule.process_pairs_reason
+
+    def live_worker(self, number: int) -> Worker:
         """The round's warm worker, replaced first when it has died since its last case."""
-        if not workers[number].alive:
-            workers[number] = replaced(pool, workers[number], [base, head], results)
-        return workers[number]
+        if not self.workers[number].alive:
+            self.workers[number] = replaced(self.pool, self.workers[number], [self.base, self.head], self.results)
+        return self.workers[number]
 
-    def live_pair(pair: list[Worker], order: Sequence[Case], first_number: int) -> list[Worker]:
+    def live_pair(self, pair: list[Worker], order: Sequence[Case], first_number: int) -> list[Worker]:
         """The round's process pair, started (again) when it has not been yet or one of it has died."""
         if pair and all(worker.alive for worker in pair):
             return pair
         for worker in pair:
-            pool.stop(worker, at_once=True)
+            self.pool.stop(worker, at_once=True)
         pair.clear()
-        return start_workers(pool, plan, base, head, schedule, order, models, results, first_number=first_number)
+        return start_workers(self.pool, self.plan, self.base, self.head, self.schedule, order, self.models,
+                             self.results, first_number=first_number)
 
-    try:
-        if schedule.in_one_process:
+    def handles(
+        self, round_index: int, order: Sequence[Case], pair_workers: list[Worker]
+    ) -> tuple[int, list[SideHandle]]:
+        """The process number and the two sides a round's case is measured on: the round's warm worker holding
+        both, or the round's process pair (kept in `pair_workers`)."""
+        if self.schedule.in_one_process:
+            worker = self.live_worker(round_index % len(self.workers))
+            return round_index % len(self.workers), [SideHandle(worker, self.base), SideHandle(worker, self.head)]
+        pair_workers[:] = self.live_pair(pair_workers, order, first_number=2 * round_index)
+        return round_index, [SideHandle(pair_workers[0], self.base), SideHandle(pair_workers[1], self.head)]
+
+    def measure_round(self, round_index: int, order: Sequence[Case], pair_workers: list[Worker]) -> None:
+        """One block of each case of `order`; a worker that cannot be started fails the round's cases left."""
+        rng = random.Random(self.plan.seed * 104729 + round_index)
+        for position, case in enumerate(order):
             try:
-                workers = start_workers(pool, plan, base, head, schedule, plan.cases, models, results,
-                                        warm=() if warm is None else (warm,))
-            except OneProcessRefused as refused:
-                results.sides.clear()
-                schedule = replace(schedule, in_one_process=False, process_pairs_reason=str(refused))
-        results.in_one_process = schedule.in_one_process
-        results.process_pairs_reason = schedule.process_pairs_reason
-        for round_index in range(schedule.max_blocks):
-            if not open_cases:
-                break
-            order = list(open_cases)
-            random.Random(plan.seed * 7919 + round_index).shuffle(order)
-            if round_index >= schedule.processes:
-                order = cases_that_fit(order, next_block_s, schedule.budget_s - (time.perf_counter() - started_s))
-                if not order:
-                    break
-            pair_workers: list[Worker] = []
-            rng = random.Random(plan.seed * 104729 + round_index)
-            try:
-                for position, case in enumerate(order):
-                    key = case.benchmark_id
-                    try:
-                        if schedule.in_one_process:
-                            number = round_index % len(workers)
-                            worker = live_worker(number)
-                            handles = [SideHandle(worker, base), SideHandle(worker, head)]
-                        else:
-                            number = round_index
-                            pair_workers = live_pair(pair_workers, order, first_number=2 * round_index)
-                            handles = [SideHandle(pair_workers[0], base), SideHandle(pair_workers[1], head)]
-                    except AbUnusable as error:
-                        if not results.sides:
-                            raise
-                        for unmeasured in order[position:]:
-                            results.failures.setdefault(unmeasured.benchmark_id, []).append(str(error))
-                        break
-                    first = not blocks[key]
-                    case_started_s, profiling_before_s = time.perf_counter(), results.profiling_s
-                    outcome = measure_case_pair(
-                        plan, case, handles, rng, folder, first=first, windows=windows_next[key],
-                        after_windows=None if explain is None else ExplainWhenDecided(
-                            case, blocks[key], explain, schedule.processes, results, show),
-                    )
-                    block_s = time.perf_counter() - case_started_s - (results.profiling_s - profiling_before_s)
-                    seconds[key] += block_s
-                    if isinstance(outcome, str):
-                        results.failures.setdefault(key, []).append(outcome)
-                        open_cases.remove(case)
-                        show(AbBlockProgress(key, len(blocks[key]) + 1, time.perf_counter() - started_s,
-                                             schedule.budget_s, failure=outcome))
-                        continue
-                    block, difference, case_sources = outcome
-                    blocks[key].append(replace(block, process=number, in_one_process=schedule.in_one_process))
-                    if first:
-                        differences[key], sources[key] = difference, case_sources
-                    measurement = AbMeasurement(case, tuple(blocks[key]), differences.get(key),
-                                                sources.get(key, (None, None)), seconds[key])
-                    decided, windows_next[key] = look(measurement)
-                    # Its next block: this one's seconds, its windows' share scaled to the next block's windows.
-                    next_block_s[key] = block_s * max(1.0, (windows_next[key] or 0) / max(len(block.windows_s), 1))
-                    ratios = [head_s / base_s for base_s, head_s in block.windows_s]
-                    if decided and len(blocks[key]) >= schedule.processes:
-                        open_cases.remove(case)
-                    show(AbBlockProgress(key, len(blocks[key]), time.perf_counter() - started_s, schedule.budget_s,
-                                         statistics.median(ratios), len(ratios), decided))
-            except BaseException:
-                stopping = True
-                raise
-            finally:
-                for worker in pair_workers:
-                    pool.stop(worker, at_once=stopping)
-        if explain is not None:  # the cases to explain that no block profiled (not decided, or a failed block)
-            chosen = [case for case in plan.cases if explain(AbMeasurement(case, tuple(blocks[case.benchmark_id])))
-                      and case.benchmark_id not in results.profiles]
-            workers = profile_cases(pool, plan, base, head, schedule, workers, chosen, results, show)
-    except KeyboardInterrupt:
-        stopping = interrupted = True
-        results.interrupted = tuple(case.benchmark_id for case in open_cases)
-    except BaseException:
-        stopping = True
-        raise
-    finally:
-        pool.stop_all(at_once=stopping)
-        results.spent_s = time.perf_counter() - started_s
-        for case in plan.cases:
-            key = case.benchmark_id
-            results.measurements[key] = AbMeasurement(
-                case, tuple(blocks[key]), differences.get(key), sources.get(key, (None, None)), seconds[key]
-            )
-    if interrupted:
-        raise AbInterrupted(results)
-    return results
+                number, handles = self.handles(round_index, order, pair_workers)
+            except AbUnusable as error:
+                if not self.results.sides:
+                    raise
+                for unmeasured in order[position:]:
+                    self.results.failures.setdefault(unmeasured.benchmark_id, []).append(str(error))
+                return
+            self.measure_block(self.cases[case.benchmark_id], number, handles, rng)
+
+    def measure_block(self, entry: CaseBlocks, number: int, handles: Sequence[SideHandle],
+                      rng: random.Random) -> None:
+        """One block of a case on `handles`, added to its blocks (or its failure recorded), and shown."""
+        case, key = entry.case, entry.case.benchmark_id
+        case_started_s, profiling_before_s = time.perf_counter(), self.results.profiling_s
+        outcome = measure_case_pair(
+            self.plan, case, handles, rng, self.folder, first=not entry.blocks, windows=entry.next_windows,
+            after_windows=None if self.explain is None else ExplainWhenDecided(
+                case, entry.blocks, self.explain, self.schedule.processes, self.results, self.show),
+        )
+        block_s = time.perf_counter() - case_started_s - (self.results.profiling_s - profiling_before_s)
+        entry.seconds += block_s
+        elapsed_s = time.perf_counter() - self.started_s
+        if isinstance(outcome, str):
+            self.results.failures.setdefault(key, []).append(outcome)
+            self.open_cases.remove(case)
+            self.show(AbBlockProgress(key, len(entry.blocks) + 1, elapsed_s, self.schedule.budget_s, failure=outcome))
+            return
+        block = replace(outcome[0], process=number, in_one_process=self.schedule.in_one_process)
+        decided = entry.add((block, *outcome[1:]), block_s, self.look)
+        if decided and len(entry.blocks) >= self.schedule.processes:
+            self.open_cases.remove(case)
+        ratios = [head_s / base_s for base_s, head_s in block.windows_s]
+        self.show(AbBlockProgress(key, len(entry.blocks), time.perf_counter() - self.started_s,
+                                  self.schedule.budget_s, statistics.median(ratios), len(ratios), decided))
+
+    def profile_the_rest(self) -> None:
+        """Profile the cases to explain that no block profiled (not decided, or a failed block)."""
+        if self.explain is None:
+            return
+        chosen = [entry.case for entry in self.cases.values()
+                  if self.explain(AbMeasurement(entry.case, tuple(entry.blocks)))
+                  and entry.case.benchmark_id not in self.results.profiles]
+        self.workers = profile_cases(self.pool, self.plan, self.base, self.head, self.schedule, self.workers, chosen,
+                                     self.results, self.show)
 
 
 def cases_that_fit(order: Sequence[Case], next_block_s: Mapping[str, float], left_s: float) -> list[Case]:

@@ -6,8 +6,8 @@ The tests of this subject that start processes or take long: tests/sessions/test
 
 from __future__ import annotations
 
-from perfsuite.records import Case, WorkloadSource
-from perfsuite.run.ab import MIN_WINDOWS, window_plan
+from perfsuite.records import AbMeasurement, AbPair, Case, Run, WorkloadSource
+from perfsuite.run.ab import MIN_WINDOWS, CaseBlocks, window_plan
 from perfsuite.session.ab import rebased_sources
 
 
@@ -39,3 +39,26 @@ def test_a_round_past_the_first_ones_takes_the_cheapest_blocks_that_fit_in_what_
     assert [case.model for case in cases_that_fit(cases[::-1], costs, 14.0)] == ["d", "b"]
     assert cases_that_fit(cases, costs, 4.0) == []
     assert cases_that_fit(cases, costs, 100.0) == cases
+
+
+def test_a_cases_blocks_keep_what_the_first_found_and_size_the_next_block_from_the_last():
+    case = Case("cpu", "fp32", "resnet18", 4, "infer", "smoke")
+    run = Run(case, (0.01,), 4, None, "cuda_max_allocated_bytes", None, "abc", "2.13.0", 1, 10)
+    seen: list[AbMeasurement] = []
+
+    def look(measurement: AbMeasurement) -> tuple[bool, int]:
+        seen.append(measurement)
+        return len(measurement.pairs) == 2, 16  # decided at the second block; next blocks of 16 windows
+
+    entry = CaseBlocks(case)
+    entry.seconds = 3.0
+    first = AbPair(((0.01, 0.01),) * 8, run, run, 1.0, 1.0)
+    assert entry.add((first, 0.5, ("base.py", "head.py")), 3.0, look) is False
+    # The next block takes 16 windows where this one had 8: twice this block's seconds.
+    assert (entry.next_windows, entry.next_block_s) == (16, 6.0)
+    second = AbPair(((0.01, 0.011),) * 16, run, run, 1.0, 1.0)
+    assert entry.add((second, 9.0, ("other.py", "other.py")), 5.0, look) is True
+    # Only the first block says what the outputs and model files were; the next block as long as this one.
+    assert (entry.difference, entry.sources, entry.next_block_s) == (0.5, ("base.py", "head.py"), 5.0)
+    assert [len(measurement.pairs) for measurement in seen] == [1, 2]
+    assert entry.measurement() == AbMeasurement(case, (first, second), 0.5, ("base.py", "head.py"), 3.0)

@@ -36,11 +36,13 @@ def materialize_random_weights(module: torch.nn.Module, device: str, seed: int =
     Weights of two or more dimensions get N(0, 1/fan_in) values, one-dimensional `weight`s (norm
     scales) get 1 and biases 0. A module without meta parameters is only moved.
     """
+    on_meta = [(name, parameter) for name, parameter in module.named_parameters() if parameter.device.type == "meta"]
+    if not on_meta:
+        return module.to(device)
+    from accelerate.utils import set_module_tensor_to_device
+
     pool = torch.randn(_POOL_SIZE, generator=torch.Generator().manual_seed(seed)).to(device)
-    for name, parameter in list(module.named_parameters()):
-        if parameter.device.type != "meta":
-            continue
-        from accelerate.utils import set_module_tensor_to_device
+    for name, parameter in on_meta:
         value = torch.empty(parameter.shape, dtype=torch.float32, device=device)
         if parameter.ndim >= 2:
             _fill_from_pool(value, pool, std=1.0 / math.sqrt(parameter[0].numel()))

@@ -46,15 +46,25 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from perfsuite.benchmark_fixture import standalone_fixture
 from perfsuite.records import Case, Outcome
 from perfsuite.run.heap import steady_heap
 from perfsuite.run.lifetime import watch_parent
 from perfsuite.run.plan import RoundSettings
+from perfsuite.run.profiling import profile_ops
 from perfsuite.run.side_code import BaseFinder, ProjectFiles, SideCode, source_folders, workload_files
-from perfsuite.run.wire import WorkerSpec, worker_spec_from_json
+from perfsuite.run.wire import (
+    WorkerSpec,
+    op_profile_to_json,
+    outcome_to_json,
+    run_to_json,
+    worker_spec_from_json,
+)
+
+if TYPE_CHECKING:
+    from perfsuite.run.measure import WarmCase
 
 
 def standalone_benchmark(name: str, rounds: RoundSettings | None = None) -> Any:
@@ -178,16 +188,12 @@ class OpenCases:
     timed; one method per request, each returning its reply."""
 
     def __init__(self, spec: WorkerSpec) -> None:
-        from perfsuite.run.measure import WarmCase
-
         self.spec = spec
         self.settings = replace(spec.measure, count_flops=False)  # a case opened for windows compares times: no FLOPs
         self.warm: dict[str | None, WarmCase] = {}
         self.round_times_s: dict[str | None, list[float]] = {}
 
     def measure(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        from perfsuite.run.wire import outcome_to_json
-
         outcome = measure_case(self.spec, Case(**request["case"]), bool(request.get("count_flops")))
         return {"ok": True, "outcome": outcome_to_json(outcome)}
 
@@ -214,8 +220,6 @@ class OpenCases:
 
     def profile(self, name: str | None, request: Mapping[str, Any]) -> dict[str, Any]:
         from perfsuite.run.measure import failure_of
-        from perfsuite.run.profiling import profile_ops
-        from perfsuite.run.wire import op_profile_to_json, outcome_to_json
 
         opened = self.warm[name]
         try:
@@ -225,8 +229,6 @@ class OpenCases:
         return {"ok": True, "profile": op_profile_to_json(profile)}
 
     def close(self, name: str | None) -> dict[str, Any]:
-        from perfsuite.run.wire import run_to_json
-
         times_s = self.round_times_s.pop(name, [])
         run = None
         if times_s:  # else opened but never timed (the other side did not fit beside it): no run
@@ -243,8 +245,6 @@ class OpenCases:
         """The reply to a request that raised: the failure of its case (closed, when it was open); re-raises an
         error that belongs to no case."""
         from perfsuite.run.measure import failure_of
-        from perfsuite.run.wire import outcome_to_json
-
         failing_case = (self.warm[name].case if name in self.warm
                         else Case(**request["case"]) if "case" in request else None)
         if name in self.warm:

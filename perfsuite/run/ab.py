@@ -385,7 +385,6 @@ class AbRun:
         """Start the workers (`warm` taken as the first), measure round after round, profile what is left to
         explain; stop the workers however it ends."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.started_s = time.perf_counter()
         if warm is not None:
             self.pool.adopt(warm)
         stopping = interrupted = False  # stopping: the workers are killed at once, not asked to exit
@@ -488,11 +487,11 @@ class AbRun:
         )
         block_s = time.perf_counter() - case_started_s - (self.results.profiling_s - profiling_before_s)
         entry.seconds += block_s
-        elapsed_s = time.perf_counter() - self.started_s
         if isinstance(outcome, str):
             self.results.failures.setdefault(key, []).append(outcome)
             self.open_cases.remove(case)
-            self.show(AbBlockProgress(key, len(entry.blocks) + 1, elapsed_s, self.schedule.budget_s, failure=outcome))
+            self.show(AbBlockProgress(key, len(entry.blocks) + 1, time.perf_counter() - self.started_s,
+                                      self.schedule.budget_s, failure=outcome))
             return
         block = replace(outcome[0], process=number, in_one_process=self.schedule.in_one_process)
         decided = entry.add((block, *outcome[1:]), block_s, self.look)

@@ -195,16 +195,16 @@ class AbJob:
         """Start one worker (or pair) that checks every selected model on both sides; the models the base does not
         have are set aside as `no_base` (their cases are not measured). UsageError when a side cannot measure or
         cannot be sure it runs its own code (the job's lock and folder are released). The worker holding both sides
-        is started as the first measuring worker would be: where every model is on both sides, it stays, warm, and
-        measures as that one (`warm`), which saves the job a worker's start (a fresh Python importing torch and both
-        sides' code); else it is stopped."""
+        is started as the first measuring worker would be: where every model is on both sides and there are cases,
+        it stays, warm, and measures as that one (`warm`), which saves the job a worker's start (a fresh Python
+        importing torch and both sides' code); else it is stopped."""
         schedule = replace(self.schedule, processes=1)
         seen = AbResults()
         try:
             workers = Workers(self.folder, REQUEST_TIMEOUT_S)
             started = start_workers(workers, self.plan, self.base, self.head, schedule, self.plan.cases, self.models,
                                     seen)
-            if schedule.in_one_process and not seen.no_base:
+            if schedule.in_one_process and not seen.no_base and self.plan.cases:
                 self.warm = workers.hand_over(started[0])
             workers.stop_all()
         except AbUnusable as error:
@@ -273,8 +273,6 @@ class AbJob:
             self.judge()
             raise KeyboardInterrupt from None
         finally:
-            if warm is not None and not plan.cases:
-                warm.stop(at_once=True)
             self.remove_work_folder()
         self.judge()
 

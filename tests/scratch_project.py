@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 PERF_TEST = "def test_model(perf_run, perf_case):\n    perf_run(perf_case)\n"
+GITIGNORE = "__pycache__/\n"
 AUTHOR = ("-c", "user.email=u@example.com", "-c", "user.name=u")
 
 
@@ -40,10 +41,12 @@ def commit(root: Path, message: str) -> None:
 
 
 def make_project(root: Path, conftest: str, pyproject: str, message: str = "a model") -> Path:
-    """A new git repository at `root` with `conftest` (the models), `pyproject` and a test that measures every case,
-    committed on main."""
+    """A new git repository at `root` with `conftest` (the models), `pyproject`, a test that measures every case and
+    the `.gitignore` of Python's bytecode that a project has (Python writes `__pycache__/` beside conftest.py and the
+    test when it imports them, unless PYTHONDONTWRITEBYTECODE is set), committed on main."""
     root.mkdir()
-    write(root, {"conftest.py": conftest, "pyproject.toml": pyproject, "test_perf.py": PERF_TEST})
+    write(root, {"conftest.py": conftest, "pyproject.toml": pyproject, "test_perf.py": PERF_TEST,
+                 ".gitignore": GITIGNORE})
     git(root, "init", "-q", "-b", "main")
     commit_all(root, message)
     return root

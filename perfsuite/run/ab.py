@@ -90,8 +90,9 @@ PROFILE_TURNS = 4
 # How long a request may take before the side is declared stuck (a build with compilation included).
 REQUEST_TIMEOUT_S = 1800
 
-# What `look` answers after each block: (decided, windows for the case's next block).
-Look = tuple[bool, int]
+# What `look` answers after each block: (decided, windows for the case's next block); not perfsuite.judge.ab.Look,
+# the whole look, which the session reduces to this.
+LookAnswer = tuple[bool, int]
 # Called after a block's windows, the case still open on both sides: (its window pairs, the sides, step_s per side).
 AfterWindows = Callable[[Sequence[tuple[float, float]], Sequence["SideHandle"], Mapping[str, float]], None]
 
@@ -325,7 +326,7 @@ class CaseBlocks:
         return AbMeasurement(self.case, tuple(self.blocks), self.difference, self.sources, self.seconds)
 
     def add(self, outcome: tuple[AbPair, float | None, tuple[str | None, str | None]], block_s: float,
-            look: Callable[[AbMeasurement], Look]) -> bool:
+            look: Callable[[AbMeasurement], LookAnswer]) -> bool:
         """Add a block that measured (`measure_case_pair`'s outcome) and took `block_s`; whether `look` calls the
         case decided. Its next block takes this one's seconds, scaled to the next block's windows."""
         block, difference, sources = outcome
@@ -350,7 +351,7 @@ def round_order(plan: SessionPlan, schedule: AbSchedule, open_cases: Sequence[Ca
 
 def measure_ab(
     plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path, show: Callable[[AbProgress], None],
-    schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
+    schedule: AbSchedule, look: Callable[[AbMeasurement], LookAnswer],
     explain: Callable[[AbMeasurement], bool] | None = None, warm: Worker | None = None,
 ) -> AbResults:
     """Measure the cases of `plan` on both sides in blocks until `look` calls each decided, or `schedule`'s budget
@@ -369,7 +370,7 @@ class AbRun:
     """One A/B job's measuring (`measure_ab`): its workers, its cases' blocks, and what it found."""
 
     def __init__(self, plan: SessionPlan, base: SideSpec, head: SideSpec, folder: Path,
-                 show: Callable[[AbProgress], None], schedule: AbSchedule, look: Callable[[AbMeasurement], Look],
+                 show: Callable[[AbProgress], None], schedule: AbSchedule, look: Callable[[AbMeasurement], LookAnswer],
                  explain: Callable[[AbMeasurement], bool] | None) -> None:
         self.plan, self.base, self.head, self.folder, self.show = plan, base, head, folder, show
         self.schedule, self.look, self.explain = schedule, look, explain

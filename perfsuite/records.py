@@ -482,9 +482,11 @@ class OpProfile:
     hooks, waits), `device_wait_s` the drain after the last step; on CUDA `kernels` by name; `regions` the compiled or
     captured-graph regions, whose inside torch.profiler cannot give per op; where the device falls back to the CPU
     (`watches_fallbacks`, MPS) `fallback_warnings` each CPU-fallback message seen with its count; `limits` what the
-    device's profile cannot give. `device` is the case's device, `recorded_at` when it was profiled (a
-    UTC time) and `commit` the project's commit then, both set where a history keeps it. `host_times` says how its host
-    times were taken (`HOST_TIMES_FASTEST_STEP`, or `HOST_TIMES_SUMMED` for a summary an older perfsuite stored)."""
+    device's profile cannot give. `op_calls` holds the calls of every op of the steps, the ones beyond the largest
+    included, so that calls compare exactly between two profiles (empty in a summary an older perfsuite stored).
+    `device` is the case's device, `recorded_at` when it was profiled (a UTC time) and `commit` the project's commit
+    then, both set where a history keeps it. `host_times` says how its host times were taken
+    (`HOST_TIMES_FASTEST_STEP`, or `HOST_TIMES_SUMMED` for a summary an older perfsuite stored)."""
 
     device: str
     steps: int
@@ -501,3 +503,11 @@ class OpProfile:
     recorded_at: str | None = None
     commit: str | None = None
     host_times: HostTimes = HOST_TIMES_FASTEST_STEP
+    op_calls: tuple[tuple[str, int], ...] = ()
+
+    def calls_of_every_op(self) -> dict[str, int] | None:
+        """Each op's calls over the steps, every op included; None where the profile kept only its largest ops'
+        (a summary an older perfsuite stored whose ops beyond the largest were summed)."""
+        if self.op_calls:
+            return dict(self.op_calls)
+        return {op.name: op.calls for op in self.ops} if self.other_ops is None else None

@@ -164,30 +164,50 @@ def busy_device(profile: OpProfile) -> bool:
     return kernel_s >= DEVICE_BUSY_SHARE * max(profile.host_s + profile.device_wait_s, 1e-12)
 
 
-def _per_step(profile: OpProfile, ops: Sequence[OpTime], basis: Basis) -> dict[str, tuple[float, float]]:
+def _per_step(profile: OpProfile, ops: Sequence[OpTime], basis: Basis) -> dict[str, float]:
+    """Each op's time a step on the explanation's basis."""
     steps = max(profile.steps, 1)
-    return {op.name: (op.calls / steps, ((op.device_s or 0.0) if basis == "device" else op.host_self_s) / steps)
-            for op in ops}
+    return {op.name: ((op.device_s or 0.0) if basis == "device" else op.host_self_s) / steps for op in ops}
 
 
-def _changes(base: Mapping[str, tuple[float, float]], head: Mapping[str, tuple[float, float]],
-             base_complete: bool, head_complete: bool) -> list[OpChange]:
-    changes = []
-    for name in sorted({*base, *head}):
-        base_calls, base_s = base.get(name, (0.0, 0.0) if base_complete else (None, None))
-        head_calls, head_s = head.get(name, (0.0, 0.0) if head_complete else (None, None))
-        changes.append(OpChange(name, base_calls, head_calls, base_s, head_s))
-    return changes
+def _calls_per_step(profile: OpProfile) -> tuple[dict[str, float], bool]:
+    """Each op's calls a step, and whether that holds every op of the steps (so an op not in it ran 0 times): the
+    profile's calls of every op where it has them, else its kept ops'."""
+    steps = max(profile.steps, 1)
+    every = profile.calls_of_every_op()
+    if every is not None:
+        return {name: calls / steps for name, calls in every.items()}, True
+    return {op.name: op.calls / steps for op in profile.ops}, False
+
+
+def _changes(base_s: Mapping[str, float], head_s: Mapping[str, float], base_times_whole: bool,
+             head_times_whole: bool, base_calls: tuple[Mapping[str, float], bool],
+             head_calls: tuple[Mapping[str, float], bool]) -> list[OpChange]:
+    """Every op either side saw, with its calls and time a step on each side (0 where that side's table holds every
+    op and not this one; None where it is unknown)."""
+    def known(table: Mapping[str, float], whole: bool, name: str) -> float | None:
+        return table.get(name, 0.0 if whole else None)
+
+    names = sorted({*base_s, *head_s, *base_calls[0], *head_calls[0]})
+    return [OpChange(name, known(*base_calls, name), known(*head_calls, name),
+                     known(base_s, base_times_whole, name), known(head_s, head_times_whole, name))
+            for name in names]
 
 
 def explain(base: OpProfile, head: OpProfile, measured_change_s: float | None,
             against: str = "the base side of this job") -> Explanation:
     """The diff of `head`'s op profile against `base`'s, with the timed figures' change per step (head - base)."""
     basis: Basis = "device" if busy_device(base) and busy_device(head) else "host"
-    base_ops, head_ops = _per_step(base, base.ops, basis), _per_step(head, head.ops, basis)
-    changes = _changes(base_ops, head_ops, base.other_ops is None, head.other_ops is None)
+    calls = _calls_per_step(base), _calls_per_step(head)
+    changes = _changes(_per_step(base, base.ops, basis), _per_step(head, head.ops, basis), base.other_ops is None,
+                       head.other_ops is None, *calls)
     outside = (base.host_outside_ops_s / max(base.steps, 1), head.host_outside_ops_s / max(head.steps, 1))
-    regions = _changes(_per_step(base, base.regions, basis), _per_step(head, head.regions, basis), True, True)
+
+    def region_calls(profile: OpProfile) -> tuple[dict[str, float], bool]:
+        return {region.name: region.calls / max(profile.steps, 1) for region in profile.regions}, True
+
+    regions = _changes(_per_step(base, base.regions, basis), _per_step(head, head.regions, basis), True, True,
+                       region_calls(base), region_calls(head))
     contributors = [*changes, *regions]
     if basis == "host":
         contributors.append(OpChange(OUTSIDE_OPS, None, None, outside[0], outside[1]))
@@ -209,8 +229,10 @@ def explain(base: OpProfile, head: OpProfile, measured_change_s: float | None,
         limits.append(f"the {older} summary was stored by an older perfsuite, which summed host times over every step "
                       "(a step slowed by other work counted in full) where the other takes each op's fastest step: its "
                       "host times read somewhat higher for that alone; calls compare exactly")
-    if base.other_ops is not None or head.other_ops is not None:
+    if (base.other_ops is not None or head.other_ops is not None) and not (calls[0][1] and calls[1][1]):
         limits.append("only each side's largest ops are kept: an op below them reads as unknown, not as new or gone")
+    elif base.other_ops is not None or head.other_ops is not None:
+        limits.append("only each side's largest ops keep their times: an op below them has its calls but no time")
     base_fallbacks, head_fallbacks = fallback_calls(base), fallback_calls(head)
     fallbacks_changed = tuple(
         (op, base_fallbacks[op] / max(base.steps, 1), head_fallbacks[op] / max(head.steps, 1))
@@ -219,7 +241,7 @@ def explain(base: OpProfile, head: OpProfile, measured_change_s: float | None,
     )
     copy_calls = None
     if base.watches_fallbacks or head.watches_fallbacks:
-        copy_calls = tuple(sum(ops[name][0] for name in COPY_OPS if name in ops) for ops in (base_ops, head_ops))
+        copy_calls = tuple(sum(table.get(name, 0.0) for name in COPY_OPS) for table, _ in calls)
     return Explanation(
         against=against, basis=basis, steps=(base.steps, head.steps), measured_change_s=measured_change_s,
         profiled_change_s=profiled_change_s, top=top, explained_s=sum(change.change_s for change in top),

@@ -230,36 +230,48 @@ def profile_ops(run_step: Callable[[], object], device: DeviceBackend, steps: in
         fallback_warnings=tuple(fallback_warnings.most_common(MAX_PROFILE_KERNELS)),
         watches_fallbacks=device.falls_back_to_cpu,
         limits=(device.op_profile_limit,) if device.op_profile_limit else (),
+        op_calls=tuple(sorted((name, int(calls)) for name, (calls, _, _) in host.ops.items())),
     )
 
 
 def merge_profiles(profiles: Sequence[OpProfile]) -> OpProfile:
-    """One profile of the turns of one case on one side: calls summed, each time the median over the turns of its
-    time per step (so a burst of other work that hit one turn weighs little), times the steps of all turns; the
-    largest ops kept."""
+    """One profile of the turns of one case on one side: calls summed (every op's, exactly, where each turn kept
+    them all), each time the median over the turns of its time per step (so a burst of other work that hit one turn
+    weighs little), times the steps of all turns; the largest ops kept. An op below a turn's largest is unknown in
+    that turn, not absent: its time comes from the turns that kept it."""
     steps = sum(profile.steps for profile in profiles)
+    every_call = [profile.calls_of_every_op() for profile in profiles]
+    op_calls: Counter[str] = Counter()
+    for calls in every_call:
+        op_calls.update(calls or {})
+    calls_known = all(calls is not None for calls in every_call)
 
     def typical(per_turn: Sequence[float | None]) -> float | None:
         known = [value for value in per_turn if value is not None]
         return statistics.median(known) * steps if known else None
 
-    def merged(tables: Sequence[Sequence[OpTime]], limit: int | None) -> tuple[tuple[OpTime, ...], list[OpTime]]:
+    def merged(tables: Sequence[Sequence[OpTime]], limit: int | None,
+               complete: Sequence[bool]) -> tuple[tuple[OpTime, ...], list[OpTime]]:
         names = list(dict.fromkeys(op.name for table in tables for op in table))
         found = [{op.name: op for op in table} for table in tables]
         ops = []
         for name in names:
-            seen = [(table.get(name), profile.steps) for table, profile in zip(found, profiles, strict=True)]
-            host = [op.host_self_s / turn_steps if op else 0.0 for op, turn_steps in seen]
-            device = [(op.device_s if op else 0.0) for op, _ in seen]
-            device_per_step = [None if value is None else value / turn_steps
-                               for value, (_, turn_steps) in zip(device, seen, strict=True)]
-            ops.append(OpTime(name, sum(op.calls for op, _ in seen if op), typical(host) or 0.0,
-                              typical(device_per_step) if any(op and op.device_s is not None for op, _ in seen)
-                              else None))
+            seen = [(table.get(name), profile.steps, whole)
+                    for table, profile, whole in zip(found, profiles, complete, strict=True)]
+            # Not among a turn's kept ops: 0 where that turn kept every op, else unknown (left out of the median).
+            host = [op.host_self_s / turn_steps if op else (0.0 if whole else None) for op, turn_steps, whole in seen]
+            device = [(None if op.device_s is None else op.device_s / turn_steps) if op else (0.0 if whole else None)
+                      for op, turn_steps, whole in seen]
+            calls = sum(op.calls for op, _, _ in seen if op)
+            ops.append(OpTime(name, calls, typical(host) or 0.0,
+                              typical(device) if any(op and op.device_s is not None for op, _, _ in seen) else None))
         ranked = sorted(ops, key=lambda op: -(op.host_self_s + (op.device_s or 0.0)))
         return tuple(ranked[:limit]), ranked[limit:] if limit is not None else []
 
-    ops, rest = merged([profile.ops for profile in profiles], MAX_PROFILE_OPS)
+    ops, rest = merged([profile.ops for profile in profiles], MAX_PROFILE_OPS,
+                       [profile.other_ops is None for profile in profiles])
+    if calls_known:  # an op a turn did not keep among its largest still has its exact calls
+        ops = tuple(replace(op, calls=op_calls[op.name]) for op in ops)
     rest += [profile.other_ops for profile in profiles if profile.other_ops is not None]
     other = None
     if rest:
@@ -277,7 +289,9 @@ def merge_profiles(profiles: Sequence[OpProfile]) -> OpProfile:
         profiles[0], steps=steps, host_s=per_step(lambda p: p.host_s),
         host_outside_ops_s=per_step(lambda p: p.host_outside_ops_s), ops=ops, other_ops=other,
         device_wait_s=per_step(lambda p: p.device_wait_s),
-        kernels=merged([p.kernels for p in profiles], MAX_PROFILE_KERNELS)[0],
-        regions=merged([p.regions for p in profiles], None)[0],
+        kernels=merged([p.kernels for p in profiles], MAX_PROFILE_KERNELS,
+                       [len(p.kernels) < MAX_PROFILE_KERNELS for p in profiles])[0],
+        regions=merged([p.regions for p in profiles], None, [True] * len(profiles))[0],
         fallback_warnings=tuple(warnings.most_common(MAX_PROFILE_KERNELS)),
+        op_calls=tuple(sorted(op_calls.items())) if calls_known else (),
     )

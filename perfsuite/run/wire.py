@@ -58,6 +58,7 @@ def op_profile_to_json(profile: OpProfile) -> dict[str, Any]:
     document = asdict(profile)
     document["fallback_warnings"] = [list(item) for item in profile.fallback_warnings]
     document["limits"] = list(profile.limits)
+    document["op_calls"] = [list(item) for item in profile.op_calls]
     return document
 
 
@@ -76,6 +77,7 @@ def op_profile_from_json(document: Mapping[str, Any]) -> OpProfile:
     values["limits"] = tuple(str(limit) for limit in values.get("limits") or ())
     values["fallback_warnings"] = tuple((str(message), int(count))
                                         for message, count in values.get("fallback_warnings") or ())
+    values["op_calls"] = tuple((str(op), int(calls)) for op, calls in values.get("op_calls") or ())
     return OpProfile(**values)
 
 

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,6 +61,9 @@ STORED_SIGNIFICANT_FIGURES = 4
 # What a stored op summary keeps of a name or a fallback message (an op's name is far shorter; a compiled region's
 # or a warning's can run to kilobytes).
 MAX_STORED_NAME_CHARACTERS = 200
+# The most ops whose calls a stored summary keeps (every op of a step; SD 1.5's UNet training step has a few hundred):
+# beyond it the summary keeps only its largest ops' calls, as an older perfsuite did.
+MAX_STORED_OP_CALLS = 2000
 NAME_MAX_BYTES = 255  # the longest file name on Linux and macOS file systems
 # The longest file name the store makes from a machine name is a bad file moved aside,
 # `<machine>.bad-YYYYmmddTHHMMSSZ.json`; the lock `.<machine>.json.lock` and temporaries are shorter.
@@ -160,8 +164,19 @@ def stored_op_profile(profile: OpProfile, recorded_at: str, commit: str | None) 
         fallback_warnings=tuple((name(message), count)
                                 for message, count in profile.fallback_warnings[:MAX_PROFILE_KERNELS]),
         limits=tuple(name(limit) for limit in profile.limits[:MAX_PROFILE_KERNELS]),
-        recorded_at=recorded_at, commit=commit,
+        recorded_at=recorded_at, commit=commit, op_calls=_stored_op_calls(profile.op_calls),
     )
+
+
+def _stored_op_calls(op_calls: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """Every op's calls as stored: names cut to MAX_STORED_NAME_CHARACTERS (the calls of names that then agree
+    summed); none beyond MAX_STORED_OP_CALLS ops."""
+    if len(op_calls) > MAX_STORED_OP_CALLS:
+        return ()
+    calls: Counter[str] = Counter()
+    for op, count in op_calls:
+        calls[op[:MAX_STORED_NAME_CHARACTERS]] += count
+    return tuple(sorted(calls.items()))
 
 
 def measured_op_profile(measurement: Measurement) -> OpProfile | None:
@@ -455,6 +470,11 @@ def _op_profile_of(entry: Mapping[str, Any], device: str, where: str) -> OpProfi
     limits = _field(document, "limits", "list", where) if "limits" in document else []
     if not all(isinstance(limit, str) for limit in limits):
         raise _Problem(f"{where}: 'limits' must be a list of text")
+    op_calls = _field(document, "op_calls", "list", where) if "op_calls" in document else []
+    if len(op_calls) > MAX_STORED_OP_CALLS or not all(
+            isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], int)
+            and not isinstance(item[1], bool) and 0 <= item[1] <= MAX_JSON_INTEGER for item in op_calls):
+        raise _Problem(f"{where}: 'op_calls' must be a list of at most {MAX_STORED_OP_CALLS} [op name, calls] pairs")
     profile_device = _field(document, "device", "text", where)
     if profile_device != device:
         raise _Problem(f"{where} was profiled on {profile_device!r} in a file of device {device!r}")
@@ -475,6 +495,7 @@ def _op_profile_of(entry: Mapping[str, Any], device: str, where: str) -> OpProfi
         watches_fallbacks=_field(document, "watches_fallbacks", "flag", where),
         limits=tuple(limits), recorded_at=_field(document, "recorded_at", "text", where, nullable=True),
         commit=_field(document, "commit", "text", where, nullable=True), host_times=host_times,
+        op_calls=tuple((op, calls) for op, calls in op_calls),
     )
 
 

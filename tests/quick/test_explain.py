@@ -135,6 +135,64 @@ def test_a_profile_travels_as_json_and_turns_merge_by_their_median():
     assert merged.fallback_warnings == ((FALLBACK, 4),)
 
 
+def test_an_op_below_a_turns_largest_keeps_its_exact_calls_and_its_time_from_the_turns_that_kept_it():
+    every_call = tuple((name, calls) for name, (calls, _) in BASE.items())
+    whole = profile(BASE, op_calls=every_call)
+    without_relu = {name: value for name, value in BASE.items() if name != "aten::relu"}
+    cut = profile(without_relu, other_ops=OpTime(OTHER_OPS, 20, 0.001), op_calls=every_call)
+    merged = merge_profiles([whole, cut, cut, whole])
+    relu = next(op for op in merged.ops if op.name == "aten::relu")
+    assert relu.calls == 80 and dict(merged.op_calls)["aten::relu"] == 80  # 2 a step over 40 steps, not 1
+    assert relu.host_self_s == pytest.approx(0.004)  # 0.1 ms a step, from the two turns that kept it, not 0
+
+
+def test_an_op_below_the_largest_on_one_side_compares_its_calls_exactly():
+    every_call = tuple((name, calls) for name, (calls, _) in BASE.items())
+    without_relu = {name: value for name, value in BASE.items() if name != "aten::relu"}
+    cut = profile(without_relu, other_ops=OpTime(OTHER_OPS, 20, 0.001), op_calls=every_call)
+    why = explain(profile(BASE, op_calls=every_call), cut, measured_change_s=0.0)
+    assert why.calls_changed == () and why.new_ops == () and why.gone_ops == ()
+    assert any("keep their times" in limit for limit in why.limits)
+
+
+def test_every_untouched_op_calls_equal_on_both_sides_when_one_layer_runs_twice():
+    """The real profiler, in turns merged as an A/B job merges them (through their JSON), on a 3-layer net's training
+    step whose head runs its middle Linear twice: each turn keeps only its largest ops' times, yet every op's calls
+    a step are whole and the ops the change does not touch (the activations, the loss, the optimizer) read equal."""
+    import torch
+
+    def training_step(twice: bool):
+        torch.manual_seed(0)
+        first, middle, last = torch.nn.Linear(64, 256), torch.nn.Linear(256, 256), torch.nn.Linear(256, 10)
+        optimizer = torch.optim.Adam([*first.parameters(), *middle.parameters(), *last.parameters()])
+        inputs, targets = torch.randn(64, 64), torch.randint(0, 10, (64,))
+
+        def step() -> None:
+            optimizer.zero_grad(set_to_none=True)
+            hidden = middle(torch.relu(first(inputs)))
+            hidden = torch.relu(middle(hidden) if twice else hidden)
+            torch.nn.functional.cross_entropy(last(hidden), targets).backward()
+            optimizer.step()
+
+        step()
+        return step
+
+    sides = {"base": training_step(False), "head": training_step(True)}
+    turns: dict[str, list[OpProfile]] = {"base": [], "head": []}
+    for _ in range(4):
+        for name, step in sides.items():
+            turns[name].append(op_profile_from_json(op_profile_to_json(profile_ops(step, backend("cpu"), 2))))
+    assert any(turn.other_ops is not None for turn in turns["base"])  # each turn kept only its largest ops
+    why = explain(merge_profiles(turns["base"]), merge_profiles(turns["head"]), measured_change_s=None)
+    changed = {change.name: (change.base_calls, change.head_calls) for change in why.calls_changed}
+    assert changed["aten::addmm"] == (3, 4)
+    assert all(float(calls).is_integer() for pair in changed.values() for calls in pair), changed
+    untouched = [name for name in changed
+                 if any(word in name.lower() for word in ("relu", "nll", "softmax", "item", "sqrt", "lerp", "foreach"))]
+    assert untouched == [], changed
+    assert why.new_ops == () or all("add" in name for name in why.new_ops), why.new_ops
+
+
 def test_a_burst_of_other_work_in_one_profiled_step_stays_out_of_the_profile():
     """The real profiler over 7 steps of one small matmul, the fourth of which busy-waits 50 ms in Python (what a
     preemption or another process does to one step): the steps' time outside ops and their op times are each the

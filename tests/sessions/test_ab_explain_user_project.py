@@ -159,3 +159,45 @@ def test_an_op_that_falls_back_to_the_cpu_at_head_is_named_a_new_cpu_fallback_on
     assert any("ProfilerActivity.MPS" in line and "#99037" in line for line in why["lines"])
     assert "MPS CPU fallbacks: aten::erfinv new, 0 -&gt; 4 calls a step" in (
         project / ".perfsuite" / "ab.md").read_text()
+
+
+THREE_LAYERS = '''import torch
+from perfsuite import Workload, register_workload
+
+
+class ThreeLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first, self.middle, self.last = torch.nn.Linear(64, 256), torch.nn.Linear(256, 256), torch.nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = self.middle(torch.relu(self.first(x)))  # MIDDLE
+        return self.last(torch.relu(x))
+
+
+register_workload(Workload(
+    name="three-layers", build_module=lambda profile: ThreeLayers(),
+    make_inputs=lambda profile, batch_size: torch.randn(batch_size, 64), batch_sizes={"smoke": (64,)},
+    make_target=lambda profile, batch_size: torch.randint(0, 10, (batch_size,)),
+    loss=torch.nn.functional.cross_entropy,
+))
+'''
+MIDDLE_TWICE = ("        x = self.middle(torch.relu(self.first(x)))  # MIDDLE\n",
+                "        x = self.middle(self.middle(torch.relu(self.first(x))))  # MIDDLE run twice\n")
+
+
+def test_a_training_step_whose_one_layer_runs_twice_changes_no_untouched_ops_calls(tmp_path):
+    """Each side's profile comes in turns, each keeping only its largest ops' times; the calls of every op are still
+    whole a step, the doubled layer's op reads one call more, and the ops the change does not touch (the
+    activations, the loss, the optimizer) read the same calls on both sides."""
+    project = make_project(tmp_path / "project", THREE_LAYERS, PYPROJECT.replace('mode = "infer"', 'mode = "train"'))
+    (project / "conftest.py").write_text(THREE_LAYERS.replace(*MIDDLE_TWICE))
+    commit(project, "run the middle layer twice")
+    result = ab(project, "--perf-ab", "HEAD~1", "--perf-ab-explain", "all", *EXPLAINED_WHATEVER_THE_VERDICT)
+    why = explained_case(project, result)["explanation"]
+    changed = {op["name"]: (op["base_calls"], op["head_calls"]) for op in why["calls_changed"]}
+    assert changed["aten::addmm"] == (3, 4), why["lines"]
+    assert all(float(calls).is_integer() for pair in changed.values() for calls in pair), changed
+    untouched = [name for name in changed
+                 if any(word in name.lower() for word in ("relu", "nll", "softmax", "item", "sqrt", "lerp", "foreach"))]
+    assert untouched == [], changed

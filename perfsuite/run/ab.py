@@ -60,12 +60,6 @@ from perfsuite.run.workers import Worker, WorkerGone, Workers
 WINDOWS = 8
 MIN_WINDOWS = 4
 MIN_ROUNDS_PER_WINDOW = 2
-# A block's round holds at most this many seconds of steps (one step, where a step is longer): a window then holds
-# several rounds, and a burst of other work on the host costs a round, not the window. On an H100 at
-# --benchmark-max-time 1.0 the launch-bound cases' rounds of 0.2-0.4 s (2 a window) read 5-30% apart in A/A; at 0.3
-# (rounds of at most 0.06 s) their floors were 0.2-3.3%. The drain at a round's end (about 1 ms on a launch-bound
-# step) then dilutes a change by about 2%, alike on both sides.
-MAX_ROUND_S = 0.06
 # A window's time: the WINDOW_QUANTILE of its rounds' times per step, where it holds at least
 # MIN_ROUNDS_FOR_QUANTILE rounds (on the CPU a round is one step, so a window of 0.125 s holds tens of them), else
 # their median (an accelerator's rounds of many steps, a few a window). Other work on a shared machine only ever adds
@@ -80,6 +74,22 @@ MAX_ROUND_S = 0.06
 # ms and samples/s are each side's median step.
 WINDOW_QUANTILE = 0.1
 MIN_ROUNDS_FOR_QUANTILE = 10
+
+
+# A block's round holds at most a window's ROUNDS_PER_WINDOW-th of steps (one step, where a step is longer), so that
+# a window holds MIN_ROUNDS_FOR_QUANTILE rounds or more (two to spare for rounds slower than the calibration said) and
+# its time is their fast tenth: a burst of other work on the host costs a round, not the window. Rounds of at most
+# 0.06 s (2 a window of 0.125 s, so the median of two) left the launch-bound bs32 cases on an H100 with window pairs
+# 20-48% apart and floors of 4-9% after two blocks (docs/records/gpu/ab-decides/README.md). The drain at a round's
+# end (about 1 ms on a launch-bound step) then dilutes a change by up to a tenth, alike on both sides.
+ROUNDS_PER_WINDOW = MIN_ROUNDS_FOR_QUANTILE + 2
+
+
+def most_round_s(max_time_s: float) -> float:
+    """The longest round of a block's windows at pytest-benchmark's `max_time_s` (1.0 s: about 10 ms of steps)."""
+    return max_time_s / WINDOWS / ROUNDS_PER_WINDOW
+
+
 # The steps profiled per side to explain a case (after its timed windows, never inside them): about PROFILE_S
 # seconds of steps, at least MIN_PROFILE_STEPS and at most MAX_PROFILE_STEPS.
 PROFILE_S = 0.1
@@ -680,9 +690,10 @@ def measure_case_pair(
         step_s = max(replies[name]["step_s"] for name in replies)
         # Both sides run rounds of the same steps: a round's drain adds its cost / steps to each step's time, so
         # rounds of 1 step on one side against 12 on the other (each side's own calibration, a noisy figure on a
-        # launch-bound step) would read as a difference of the sides. At most MAX_ROUND_S of steps a round.
+        # launch-bound step) would read as a difference of the sides. At most most_round_s of steps a round.
         steps = min(max(replies[name]["steps_per_round"] for name in replies),
-                    most_steps_per_round(step_s, RoundSettings(min_rounds=1, max_time_s=MAX_ROUND_S)))
+                    most_steps_per_round(step_s, RoundSettings(min_rounds=1,
+                                                               max_time_s=most_round_s(plan.rounds.max_time_s))))
         window_s, planned = window_plan(step_s, steps, plan.rounds.max_time_s)
         windows = windows or planned
         start = order.randrange(2)

@@ -10,7 +10,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfsuite.run.ab import MIN_ROUNDS_FOR_QUANTILE, WINDOW_QUANTILE, window_time_s
+from perfsuite.run.ab import MIN_ROUNDS_FOR_QUANTILE, WINDOW_QUANTILE, most_round_s, window_plan, window_time_s
+from perfsuite.run.plan import RoundSettings, most_steps_per_round
 
 
 def test_a_window_of_many_rounds_takes_their_lower_decile():
@@ -41,3 +42,17 @@ def test_bursts_of_other_work_move_a_window_far_less_than_its_median_while_a_cha
     assert statistics.median(busy_s) / statistics.median(quiet_s) > 1.20
     changed = window_time_s(list(busy_s * factor)) / window_time_s(list(busy_s))
     assert abs(changed - factor) < 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(step_s=st.floats(1e-5, 0.02), max_time_s=st.sampled_from([0.1, 0.3, 1.0, 2.0]))
+def test_a_blocks_rounds_are_short_enough_for_a_window_to_take_the_lower_decile(step_s, max_time_s):
+    """A launch-bound step of 2 ms on a GPU calibrates to tens of steps a round; a block caps its rounds so that a
+    window holds MIN_ROUNDS_FOR_QUANTILE of them (with rounds of 0.06 s a window of 0.125 s held two, and one burst of
+    host work moved the window's median), wherever one step is short enough to allow it."""
+    steps = most_steps_per_round(step_s, RoundSettings(min_rounds=1, max_time_s=most_round_s(max_time_s)))
+    window_s, _ = window_plan(step_s, steps, max_time_s)
+    if step_s <= most_round_s(max_time_s):
+        assert window_s / (steps * step_s) >= MIN_ROUNDS_FOR_QUANTILE
+    else:
+        assert steps == 1  # a step longer than a short round is a round of its own

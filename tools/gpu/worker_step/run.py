@@ -32,7 +32,7 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPOSITORY))
 
 from perfsuite.records import Case  # noqa: E402
-from perfsuite.run.ab import MAX_ROUND_S, WINDOWS, window_time_s  # noqa: E402
+from perfsuite.run.ab import WINDOWS, most_round_s, window_time_s  # noqa: E402
 from perfsuite.run.measure import open_case  # noqa: E402
 from perfsuite.run.plan import MeasureSettings, RoundSettings, most_steps_per_round  # noqa: E402
 from perfsuite.run.wire import WorkerSide, WorkerSpec  # noqa: E402
@@ -51,7 +51,8 @@ def measure_case(case: Case, passes: int, window_s: float, folder: Path, seed: i
     """Open `case` in every place, then `passes` shuffled passes of one window per place; the windows' times."""
     settings, rounds = MeasureSettings(warmup_steps=10, count_flops=False), RoundSettings()
     direct = open_case(case, settings, rounds)
-    steps = min(direct.steps_per_round, most_steps_per_round(direct.step_s, RoundSettings(1, MAX_ROUND_S)))
+    longest = RoundSettings(1, most_round_s(rounds.max_time_s))
+    steps = min(direct.steps_per_round, most_steps_per_round(direct.step_s, longest))
     pool = Workers(folder, 600)
     gate = pool.start(WorkerSpec(settings, rounds, None, sys_path=(str(REPOSITORY),)), 0, "gate")
     sides = (WorkerSide("base", str(REPOSITORY), {}), WorkerSide("head", str(REPOSITORY), {}))

@@ -278,9 +278,11 @@ def conditions_from_json(document: object, where: str) -> Conditions:
         if value is None:
             continue
         if isinstance(value, bool) != (kinds == (bool,)) or not isinstance(value, kinds):
-            raise ValueError(f"{where}: conditions {name!r} is {value!r:.60}, not {' or '.join(k.__name__ for k in kinds)}")
+            expected = " or ".join(kind.__name__ for kind in kinds)
+            raise ValueError(f"{where}: conditions {name!r} is {value!r:.60}, not {expected}")
         if name in _CONDITION_CHOICES and value not in _CONDITION_CHOICES[name]:
-            raise ValueError(f"{where}: conditions {name!r} is {value!r:.60}; valid: {', '.join(_CONDITION_CHOICES[name])}")
+            valid = ", ".join(_CONDITION_CHOICES[name])
+            raise ValueError(f"{where}: conditions {name!r} is {value!r:.60}; valid: {valid}")
         values[name] = value
     events = document.get("gpu_clock_events")
     if events is not None:

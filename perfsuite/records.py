@@ -205,8 +205,15 @@ ENERGY_MODE = "energy mode"
 THERMAL_PRESSURE = "thermal pressure"
 CPU_SPEED_LIMIT = "CPU speed limit"
 CPU_FREQUENCY = "CPU frequency scaling"
+CPU_TURBO = "CPU turbo"
 GPU_CLOCKS = "GPU clocks"
-CONDITION_SOURCES = (POWER_SOURCE, ENERGY_MODE, THERMAL_PRESSURE, CPU_SPEED_LIMIT, CPU_FREQUENCY, GPU_CLOCKS)
+CONDITION_SOURCES = (
+    POWER_SOURCE, ENERGY_MODE, THERMAL_PRESSURE, CPU_SPEED_LIMIT, CPU_FREQUENCY, CPU_TURBO, GPU_CLOCKS,
+)
+# The GPU clocks-event reasons (named as nvidia-smi -q -d PERFORMANCE names them) that hold a GPU below its usual
+# clock for heat or a hardware fault: a degraded state. Not the SW power cap, which a busy datacenter GPU runs at
+# every day (its history shares it), nor idle, sync boost or a clock setting.
+GPU_SLOWDOWN_EVENTS = ("HW slowdown", "SW thermal slowdown", "HW thermal slowdown", "HW power brake slowdown")
 
 
 @dataclass(frozen=True)

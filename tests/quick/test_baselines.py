@@ -240,7 +240,7 @@ def test_recorded_runs_load_back_equal(tmp_path):
     path = tmp_path / "cpu" / "amd-epyc.json"
     recorded = entry(stored(0.0123), stored(0.0125, commit=None, memory_bytes=None))
     record_runs(path, "cpu", {BENCHMARK_ID: recorded})
-    assert load_baseline(path) == BaselineFile(device="cpu", entries={BENCHMARK_ID: recorded}, schema_version=2)
+    assert load_baseline(path) == BaselineFile(device="cpu", entries={BENCHMARK_ID: recorded}, schema_version=3)
 
 
 def test_a_recorded_file_is_schema_2(tmp_path):

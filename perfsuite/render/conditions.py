@@ -3,7 +3,7 @@ measuring (as pyperf's `system show` says it). Pure functions from `Conditions` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from perfsuite.judge.conditions import (
     ENERGY_MODE,
@@ -15,6 +15,7 @@ from perfsuite.judge.conditions import (
     suggestions,
 )
 from perfsuite.records import Conditions
+from perfsuite.render.escape import terminal_text
 
 # How each speed fact's state reads in a sentence.
 _STATE_WORDS = {
@@ -113,3 +114,25 @@ def judgement_text(judgement: ConditionsJudgement) -> str:
             f"{change.fact} {', '.join(change.before)}" for change in judgement.changes) + ") and run again")
     return f"{what}. To judge it: {remedy}"
 
+
+
+def conditions_header(conditions: Mapping[str, Conditions]) -> list[str]:
+    """The lines a measuring session starts with: each device's conditions, then what to change before measuring
+    (none where nothing needs changing)."""
+    lines = [f"perfsuite: conditions ({device}): {conditions_text(reading)}" for device, reading in conditions.items()]
+    return [terminal_text(line) for line in lines + [f"perfsuite: {line}" for line in advice_lines(
+        list(conditions.values()))]]
+
+
+def recording_refused_message(found: Sequence[Degradation]) -> str:
+    """Why a recording session refuses to record, and what to do."""
+    return (f"perfsuite will not record baselines while the machine runs degraded ({degraded_text(found)}): a "
+            f"history recorded so would hide a real slowdown later. {remedies_text(found)[0].upper()}"
+            f"{remedies_text(found)[1:]}, then record again; or pass --perf-record-degraded to record under these "
+            "conditions anyway (later sessions are then judged against them)")
+
+
+def case_refused_message(benchmark_id: str, found: Sequence[Degradation]) -> str:
+    """Why one case measured by a recording session was not recorded, and what to do."""
+    return (f"nothing recorded for {benchmark_id}: the machine ran degraded around its rounds ({degraded_text(found)});"
+            f" {remedies_text(found)}, then record it again, or pass --perf-record-degraded to record it anyway")

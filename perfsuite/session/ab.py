@@ -32,7 +32,16 @@ from perfsuite.errors import CaseFailed, CaseSkipped, UsageError
 from perfsuite.judge.ab import AB_DEFAULT_TOLERANCE, MAX_BLOCKS, AbVerdict, judge_ab, look
 from perfsuite.judge.explain import Explanation, explain, wants_explanation
 from perfsuite.options.settings import Settings, tolerance_for
-from perfsuite.records import AbMeasurement, AbSide, Case, Measurement, Outcome, WorkloadSource, measurement_of
+from perfsuite.records import (
+    AbMeasurement,
+    AbSide,
+    Case,
+    Conditions,
+    Measurement,
+    Outcome,
+    WorkloadSource,
+    measurement_of,
+)
 from perfsuite.render import ab as render
 from perfsuite.render.progress import ab_progress_line
 from perfsuite.run.ab import (
@@ -162,6 +171,7 @@ class AbJob:
     written: list[str] = field(default_factory=list)
     files_written: bool = True
     warm: Worker | None = None  # the check's worker, held for the measuring (`check`)
+    conditions: Mapping[str, Conditions] = field(default_factory=dict)  # by device, as the job started
 
     def take(self, case: Case, fixture: Any) -> Measurement | None:
         """An A/B case: the first one measures every case on both sides; each case's test shows its head side's

@@ -67,7 +67,7 @@ def test_a_session_outside_git_is_named_nocommit(tmp_path):
 
 def test_the_file_carries_the_schema_and_version(tmp_path):
     document = json.loads(write_session(tmp_path, session()).read_text())
-    assert (document["schema"], document["schema_version"]) == ("perfsuite-archive", 1)
+    assert (document["schema"], document["schema_version"]) == ("perfsuite-archive", 2)
     assert document == session_to_json(session())
 
 

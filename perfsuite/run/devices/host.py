@@ -185,11 +185,11 @@ def linux_conditions(root: Path) -> Conditions:
     maximum_khz = [int(text) for folder in folders if (text := _read(folder / "cpuinfo_max_freq")).isdigit()]
     unread: dict[str, str] = {}
     if not governors:
-        unread[CPU_FREQUENCY] = f"not exposed: {root}/cpu0/cpufreq is absent (a VM, or a kernel without cpufreq)"
+        unread[CPU_FREQUENCY] = f"not exposed (no {root}/cpu0/cpufreq: a VM, or a kernel without cpufreq)"
     no_turbo, boost = _read(root / "intel_pstate" / "no_turbo"), _read(root / "cpufreq" / "boost")
     turbo = no_turbo == "0" if no_turbo in ("0", "1") else boost == "1" if boost in ("0", "1") else None
     if turbo is None:
-        unread[CPU_TURBO] = f"not exposed: neither {root}/intel_pstate/no_turbo nor {root}/cpufreq/boost"
+        unread[CPU_TURBO] = "not exposed (no intel_pstate/no_turbo or cpufreq/boost)"
     return Conditions(
         cpu_governor="/".join(governors) or None, cpu_turbo=turbo,
         cpu_frequency_mhz=round(sum(current_khz) / len(current_khz) / 1000, 1) if current_khz else None,

@@ -99,13 +99,16 @@ def plan_of(settings: Settings, cases: Sequence[Case], rounds: RoundSettings, pr
     )
 
 
-def ab_job(settings: Settings, plan: SessionPlan, project_root: Path, show: Callable[[str], None]) -> AbJob | None:
+def ab_job(settings: Settings, plan: SessionPlan, project_root: Path, show: Callable[[str], None],
+           conditions: Mapping[str, Conditions] | None = None) -> AbJob | None:
     """The session's A/B job when its settings ask for one, both sides set up and checked (every selected model found
-    on each) before anything is measured; a UsageError says what is wrong."""
+    on each) before anything is measured; a UsageError says what is wrong. `conditions`: the machine's, by device,
+    as the job starts (each block's are compared with them)."""
     if not settings.ab or not plan.cases:
         return None
     job = prepare_ab(settings, plan, project_root)
     job.show = show
+    job.conditions = dict(conditions or {})
     job.check()
     return job
 
@@ -139,12 +142,10 @@ def start_session(
     for line in conditions_header(conditions):
         show(line)
     check_recording_conditions(settings, conditions)
-    job: SessionJob | None = ab_job(settings, plan, project_root, show)
+    job: SessionJob | None = ab_job(settings, plan, project_root, show, conditions)
     if job is None:
         job = Gate(settings, project_root / settings.baseline_dir, machine_fingerprint(), current_commit(project_root),
                    plan, show=show, conditions=conditions)
-    else:
-        job.conditions = conditions
     return Session(plan, job, show=show)
 
 

@@ -352,3 +352,43 @@ def test_ab_blocks_under_the_jobs_conditions_name_no_change():
     blocks = (block(1.0, (steady, steady)), block(1.0, (steady, steady)))
     verdict = judge_ab(AbMeasurement(MPS_CASE, blocks), (), 0.05, 0.1, 1, start_conditions=(steady,))
     assert verdict.changed_blocks == () and render_ab.changed_blocks_text(verdict) == ""
+
+
+# --- said up front ------------------------------------------------------------------------------------------------
+
+
+def test_doctor_says_the_macs_conditions_and_what_to_change_before_measuring(monkeypatch):
+    from perfsuite.commands.doctor import conditions_findings, gather_facts
+
+    mac(monkeypatch, MacConditions(power_source="Battery Power", battery_percent=42, energy_mode="low power",
+                                   thermal_pressure="moderate"))
+    findings = conditions_findings(gather_facts())
+    warnings = [(f.summary, f.fix) for f in findings if f.status == "warning"]
+    assert [fix for _, fix in warnings] == [
+        "plug the Mac into its power adapter", "leave Low Power Mode (System Settings > Battery, or Energy Mode)",
+        "let the machine cool until the thermal pressure is nominal (and pick High Power where offered)"]
+    assert "on battery (42%)" in warnings[0][0]
+
+
+def test_doctor_suggests_high_power_where_the_mac_offers_it(monkeypatch):
+    from perfsuite.commands.doctor import conditions_findings, gather_facts
+
+    mac(monkeypatch, MacConditions(high_power_offered=True))
+    fixes = [f.fix for f in conditions_findings(gather_facts()) if f.status == "warning"]
+    assert len(fixes) == 1 and fixes[0].startswith("pick High Power")
+
+
+def test_doctor_facts_recorded_without_conditions_say_so():
+    from perfsuite.commands.doctor import conditions_findings
+
+    (finding,) = conditions_findings({"facts_version": 1})
+    assert finding.status == "warning" and "hold no conditions" in finding.summary
+
+
+def test_the_session_header_states_the_conditions_and_what_to_change(monkeypatch):
+    double = mac(monkeypatch, AC_HIGH_POWER)
+    lines = conditions_header({"mps": read_on(double, BATTERY_LOW_POWER)})
+    assert lines[0].startswith("perfsuite: conditions (mps): on battery (42%); in Low Power Mode (High Power offered)")
+    assert lines[1:] == ["perfsuite: before measuring: on battery (42%): plug the Mac into its power adapter",
+                         "perfsuite: before measuring: in Low Power Mode: leave Low Power Mode (System Settings > "
+                         "Battery, or Energy Mode)"]

@@ -392,3 +392,23 @@ def test_the_session_header_states_the_conditions_and_what_to_change(monkeypatch
     assert lines[1:] == ["perfsuite: before measuring: on battery (42%): plug the Mac into its power adapter",
                          "perfsuite: before measuring: in Low Power Mode: leave Low Power Mode (System Settings > "
                          "Battery, or Energy Mode)"]
+
+
+# --- the site ---------------------------------------------------------------------------------------------------
+
+
+def test_the_site_marks_a_change_of_conditions_as_it_marks_a_torch_upgrade_and_shows_each_sessions():
+    from perfsuite.site.history import CaseHistory, marks, sessions_of_entry
+    from perfsuite.site.pages import sessions_table
+
+    plugged = Conditions(power_source="AC", energy_mode="high power")
+    unplugged = Conditions(power_source="battery", battery_percent=42, energy_mode="high power")
+    runs = (StoredRun(0.010, 9, (0.010,), None, "2026-12-01T15:00:00Z", "abc1234", plugged, plugged),
+            StoredRun(0.013, 9, (0.013,), None, "2026-12-02T15:00:00Z", "def5678", unplugged, unplugged),
+            StoredRun(0.013, 9, (0.013,), None, "2026-12-03T15:00:00Z", "0123abc"))
+    entry = dataclasses.replace(history(0.01, (None, None)), runs=runs)
+    case_history = CaseHistory("mps", "apple-m3-max", MPS_CASE, entry.memory_figure, MACHINE,
+                               tuple(sessions_of_entry(entry, "baselines/mps/apple-m3-max.json")))
+    assert [(m.index, m.kind, m.label) for m in marks(case_history)] == [(1, "conditions", "power source AC -> battery")]
+    page = sessions_table(case_history)
+    assert "on battery (42%); in High Power Mode" in page and "not recorded" in page

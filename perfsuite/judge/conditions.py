@@ -124,12 +124,13 @@ def suggestions(conditions: Conditions) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class ConditionsJudgement:
     """A session's conditions against its history's: the speed facts that differ (`changes`), whether the history's
-    conditions were recorded at all (`history_recorded`: no for a history recorded before perfsuite read them), and
-    this session's degraded states (`degraded`)."""
+    conditions were recorded at all (`history_recorded`: no for a history recorded before perfsuite read them) and
+    this session's (`session_recorded`), and this session's degraded states (`degraded`)."""
 
     changes: tuple[ConditionChange, ...] = ()
     history_recorded: bool = True
     degraded: tuple[Degradation, ...] = ()
+    session_recorded: bool = True
 
     @property
     def comparable(self) -> bool:
@@ -140,4 +141,4 @@ class ConditionsJudgement:
 
 def judge_conditions(history: Sequence[Conditions], current: Sequence[Conditions]) -> ConditionsJudgement:
     """The conditions of a session's runs (`current`, every reading) against those of its history's runs."""
-    return ConditionsJudgement(changes_between(history, current), bool(history), degradations(current))
+    return ConditionsJudgement(changes_between(history, current), bool(history), degradations(current), bool(current))

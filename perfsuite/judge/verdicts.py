@@ -232,14 +232,6 @@ def measured_conditions(current: Measurement) -> tuple[Conditions, ...]:
     return tuple(reading for run in current.runs for reading in run.conditions)
 
 
-def conditions_notes(judgement: ConditionsJudgement | None, measured: bool) -> tuple[str, ...]:
-    """What a judged verdict says of the conditions it could not compare: a history recorded before perfsuite read
-    them is never called equal, only judged, and says so."""
-    if judgement is None or not measured or judgement.history_recorded:
-        return ()
-    return ("the history's conditions (power, energy mode, heat) were not recorded (recorded before perfsuite read "
-            "them): judged as if they were this session's; record the history again to compare them",)
-
 
 def assemble_verdict(
     current: Measurement,
@@ -291,7 +283,7 @@ def assemble_verdict(
         comparison=comparison,
         config=config,
         reasons=reasons,
-        notes=memory.notes + conditions_notes(conditions, bool(measured_conditions(current))),
+        notes=memory.notes,
         baseline_source=baseline_source,
         change_fails=change_fails,
         conditions=conditions,

@@ -17,6 +17,11 @@ from perfsuite.judge.conditions import (
 from perfsuite.records import Conditions
 from perfsuite.render.escape import terminal_text
 
+# What a verdict judged against a history recorded before perfsuite read conditions says of them.
+HISTORY_CONDITIONS_NOT_RECORDED = (
+    "the history's conditions (power, energy mode, heat) were not recorded (recorded before perfsuite read them): "
+    "judged as if they were this session's; record the history again to compare them"
+)
 # How each speed fact's state reads in a sentence.
 _STATE_WORDS = {
     POWER_SOURCE: {"AC": "on AC power", "battery": "on battery", "UPS": "on UPS power"},

@@ -10,7 +10,7 @@ import math
 from perfsuite.errors import REBASELINE_COMMAND
 from perfsuite.judge.stats import RECOMMENDED_PROCESSES, RunComparison, baseline_runs_needed, smallest_p_value
 from perfsuite.judge.verdicts import Verdict
-from perfsuite.render.conditions import judgement_text
+from perfsuite.render.conditions import HISTORY_CONDITIONS_NOT_RECORDED, judgement_text
 from perfsuite.render.escape import terminal_text
 from perfsuite.render.units import format_bytes, format_ratio, format_seconds
 
@@ -48,7 +48,10 @@ def _sentence(verdict: Verdict) -> str:
             f"history over with `{REBASELINE_COMMAND}` (the change is deliberate), or measure the change against its "
             f"base with `{AB_COMMAND}`"
         )
-    message = time_message(verdict) + "".join(f"; {note}" for note in verdict.notes if note.startswith("the history's"))
+    message = time_message(verdict)
+    judged = verdict.conditions
+    if judged is not None and judged.session_recorded and not judged.history_recorded:
+        message += f"; {HISTORY_CONDITIONS_NOT_RECORDED}"
     if verdict.memory_status in ("regressed", "improved"):
         direction = "above" if verdict.memory_status == "regressed" else "below"
         limit = 1 + verdict.memory_tolerance if verdict.memory_status == "regressed" else 1 - verdict.memory_tolerance

@@ -117,7 +117,9 @@ class Run:
     `figure` says what the rounds measure (STEP_FIGURE: `steps_per_round` steps back to back, then a drain, each
     round time divided by the steps; LATENCY_FIGURE: one step and a drain); `latency_median_s` is the median of
     single steps each followed by a drain (None where not measured); `op_profile` the ops of a few steps profiled
-    after the rounds, where the settings asked for it (`OpProfile`).
+    after the rounds, where the settings asked for it (`OpProfile`); `conditions_before` and `conditions_after` the
+    machine's conditions read just before the first timed round and just after the last (None: not read, as in
+    runs recorded before perfsuite read them).
     """
 
     case: Case
@@ -137,6 +139,8 @@ class Run:
     steps_per_round: int = 1
     latency_median_s: float | None = None
     op_profile: OpProfile | None = None
+    conditions_before: Conditions | None = None
+    conditions_after: Conditions | None = None
 
     def __post_init__(self) -> None:
         # A tuple keeps the record immutable even when a list was passed in.
@@ -147,6 +151,11 @@ class Run:
     def rounds(self) -> int:
         """How many rounds were timed."""
         return len(self.round_times_s)
+
+    @property
+    def conditions(self) -> tuple[Conditions, ...]:
+        """The conditions read around the rounds, before then after (none where they were not read)."""
+        return tuple(c for c in (self.conditions_before, self.conditions_after) if c is not None)
 
     @property
     def own_memory_bytes(self) -> int | None:
@@ -179,6 +188,118 @@ class Run:
             return None
         processes = max(1, self.samples_per_step // self.case.batch_size)
         return self.flops_per_step * processes / self.median_s / 1e12
+
+
+# What the machine was doing when a case ran (`Conditions`): where power came from, the energy mode, the thermal
+# pressure and the limits the OS or the GPU put on its clocks. Each value is as its source printed it, never guessed.
+PowerSource = Literal["AC", "battery", "UPS"]
+POWER_SOURCES: tuple[PowerSource, ...] = ("AC", "battery", "UPS")
+EnergyMode = Literal["automatic", "low power", "high power"]
+ENERGY_MODES: tuple[EnergyMode, ...] = ("automatic", "low power", "high power")
+# macOS's thermal pressure levels, lowest first (libkern/OSThermalNotification.h: 0 nominal to 4 sleeping on macOS).
+ThermalPressure = Literal["nominal", "moderate", "heavy", "trapping", "sleeping"]
+THERMAL_PRESSURES: tuple[ThermalPressure, ...] = ("nominal", "moderate", "heavy", "trapping", "sleeping")
+# The sources a reading comes from: the keys of `Conditions.unread`, which says why one that applies here was not read.
+POWER_SOURCE = "power source"
+ENERGY_MODE = "energy mode"
+THERMAL_PRESSURE = "thermal pressure"
+CPU_SPEED_LIMIT = "CPU speed limit"
+CPU_FREQUENCY = "CPU frequency scaling"
+CPU_TURBO = "CPU turbo"
+GPU_CLOCKS = "GPU clocks"
+CONDITION_SOURCES = (
+    POWER_SOURCE, ENERGY_MODE, THERMAL_PRESSURE, CPU_SPEED_LIMIT, CPU_FREQUENCY, CPU_TURBO, GPU_CLOCKS,
+)
+# The GPU clocks-event reasons (named as nvidia-smi -q -d PERFORMANCE names them) that hold a GPU below its usual
+# clock for heat or a hardware fault: a degraded state. Not the SW power cap, which a busy datacenter GPU runs at
+# every day (its history shares it), nor idle, sync boost or a clock setting.
+GPU_SLOWDOWN_EVENTS = ("HW slowdown", "SW thermal slowdown", "HW thermal slowdown", "HW power brake slowdown")
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """The machine's conditions at one moment, as far as its sources tell them; None where a source does not apply
+    here or could not be read, and `unread` names each source that applies here but gave nothing, with why (`not
+    exposed: ...`, `nvidia-ml-py not installed`).
+
+    macOS: `power_source` and `battery_percent` (pmset -g batt), `energy_mode` and whether High Power is offered on
+    the power source in use (`high_power_offered`, pmset -g), `thermal_pressure` (the notify key
+    com.apple.system.thermalpressurelevel) and `cpu_speed_limit_percent` (pmset -g therm, Intel Macs). Linux:
+    `cpu_governor` (the governors of every CPU, joined with '/' where they differ), `cpu_turbo`, the mean current and
+    the highest maximum frequency (cpufreq). CUDA (NVML): the SM clock and its maximum, the temperature, the power
+    drawn and its enforced limit, and `gpu_clock_events`, the names of the clocks-event (throttle) reasons set."""
+
+    power_source: PowerSource | None = None
+    battery_percent: int | None = None
+    energy_mode: EnergyMode | None = None
+    high_power_offered: bool | None = None
+    thermal_pressure: ThermalPressure | None = None
+    cpu_speed_limit_percent: int | None = None
+    cpu_governor: str | None = None
+    cpu_turbo: bool | None = None
+    cpu_frequency_mhz: float | None = None
+    cpu_max_frequency_mhz: float | None = None
+    gpu_sm_clock_mhz: int | None = None
+    gpu_max_sm_clock_mhz: int | None = None
+    gpu_temperature_c: int | None = None
+    gpu_power_w: float | None = None
+    gpu_power_limit_w: float | None = None
+    gpu_clock_events: tuple[str, ...] | None = None
+    unread: Mapping[str, str] = field(default_factory=dict)
+
+
+_CONDITION_KINDS: dict[str, tuple[type, ...]] = {
+    "power_source": (str,), "battery_percent": (int,), "energy_mode": (str,), "high_power_offered": (bool,),
+    "thermal_pressure": (str,), "cpu_speed_limit_percent": (int,), "cpu_governor": (str,), "cpu_turbo": (bool,),
+    "cpu_frequency_mhz": (int, float), "cpu_max_frequency_mhz": (int, float), "gpu_sm_clock_mhz": (int,),
+    "gpu_max_sm_clock_mhz": (int,), "gpu_temperature_c": (int,), "gpu_power_w": (int, float),
+    "gpu_power_limit_w": (int, float),
+}
+_CONDITION_CHOICES: dict[str, tuple[str, ...]] = {
+    "power_source": POWER_SOURCES, "energy_mode": ENERGY_MODES, "thermal_pressure": THERMAL_PRESSURES,
+}
+
+
+def conditions_to_json(conditions: Conditions) -> dict[str, object]:
+    """`conditions` as JSON-ready data: the values read (a field that is None is left out) and `unread`."""
+    document: dict[str, object] = {
+        name: value for name in _CONDITION_KINDS if (value := getattr(conditions, name)) is not None
+    }
+    if conditions.gpu_clock_events is not None:
+        document["gpu_clock_events"] = list(conditions.gpu_clock_events)
+    document["unread"] = dict(conditions.unread)
+    return document
+
+
+def conditions_from_json(document: object, where: str) -> Conditions:
+    """The `Conditions` that `conditions_to_json` wrote; ValueError naming `where` and the field for any other
+    shape (an unknown field, a value of the wrong kind, a state no source prints)."""
+    if not isinstance(document, dict):
+        raise ValueError(f"{where}: conditions must be an object, got {document!r:.60}")
+    unknown = sorted(set(document) - {*_CONDITION_KINDS, "gpu_clock_events", "unread"})
+    if unknown:
+        raise ValueError(f"{where}: conditions have no field {', '.join(map(repr, unknown))}")
+    values: dict[str, object] = {}
+    for name, kinds in _CONDITION_KINDS.items():
+        value = document.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) != (kinds == (bool,)) or not isinstance(value, kinds):
+            expected = " or ".join(kind.__name__ for kind in kinds)
+            raise ValueError(f"{where}: conditions {name!r} is {value!r:.60}, not {expected}")
+        if name in _CONDITION_CHOICES and value not in _CONDITION_CHOICES[name]:
+            valid = ", ".join(_CONDITION_CHOICES[name])
+            raise ValueError(f"{where}: conditions {name!r} is {value!r:.60}; valid: {valid}")
+        values[name] = value
+    events = document.get("gpu_clock_events")
+    if events is not None:
+        if not isinstance(events, list) or not all(isinstance(event, str) for event in events):
+            raise ValueError(f"{where}: conditions 'gpu_clock_events' must be a list of text")
+        values["gpu_clock_events"] = tuple(events)
+    unread = document.get("unread", {})
+    if not isinstance(unread, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in unread.items()):
+        raise ValueError(f"{where}: conditions 'unread' must map each source to why it was not read, as text")
+    return Conditions(**values, unread=dict(unread))  # type: ignore[arg-type]
 
 
 # Why a case has no run: the device ran out of memory; it cannot run here (a step a CUDA graph cannot capture);
@@ -346,7 +467,8 @@ AbProgress = AbBlockProgress | AbProfileFailed
 @dataclass(frozen=True)
 class StoredRun:
     """What a baseline keeps of one run: its median over every round, its round count, at most
-    `MAX_STORED_ROUNDS` of its rounds (evenly spaced), its memory figure, and when and at which commit."""
+    `MAX_STORED_ROUNDS` of its rounds (evenly spaced), its memory figure, when and at which commit, and the machine's
+    conditions before and after its rounds (None: not recorded)."""
 
     median_s: float
     rounds: int
@@ -354,6 +476,13 @@ class StoredRun:
     memory_bytes: int | None
     recorded_at: str
     commit: str | None
+    conditions_before: Conditions | None = None
+    conditions_after: Conditions | None = None
+
+    @property
+    def conditions(self) -> tuple[Conditions, ...]:
+        """The conditions read around the run's rounds (none for a run recorded before perfsuite read them)."""
+        return tuple(c for c in (self.conditions_before, self.conditions_after) if c is not None)
 
 
 @dataclass(frozen=True)
@@ -429,6 +558,11 @@ class AbPair:
     one_side_at_a_time: bool = False
     process: int = 0
     in_one_process: bool = False
+
+    @property
+    def conditions(self) -> tuple[Conditions, ...]:
+        """The conditions read around the block's windows, on both sides (none where they were not read)."""
+        return (*self.base.conditions, *self.head.conditions)
 
 
 @dataclass(frozen=True)

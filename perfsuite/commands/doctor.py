@@ -2,7 +2,9 @@
 running benchmarks, each problem with its fix.
 
 Gathering is the only impure part and stays thin; the decisions live in `perfsuite.doctor.diagnosis`, which works on
-the plain JSON-able facts, so `--facts FILE.json` diagnoses a machine recorded elsewhere with `--save-facts`.
+the plain JSON-able facts, so `--facts FILE.json` diagnoses a machine recorded elsewhere with `--save-facts`; the
+machine's conditions (power, energy mode, heat, clocks: `perfsuite.judge.conditions`) are said beside them, with what
+to change before measuring (degraded states are warnings: the devices still run).
 Exit status: 0 when the device asked for is usable, 1 when it is not, 2 when the facts file cannot be read or written.
 """
 
@@ -15,12 +17,14 @@ import platform
 import subprocess
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from perfsuite.doctor.diagnosis import (
     DEVICES,
     FACTS_VERSION,
+    Finding,
     device_is_usable,
     diagnose,
     facts_shape_errors,
@@ -28,6 +32,9 @@ from perfsuite.doctor.diagnosis import (
     report_data,
 )
 from perfsuite.errors import BadFileError
+from perfsuite.judge.conditions import degradations, suggestions
+from perfsuite.records import conditions_from_json, conditions_to_json
+from perfsuite.render.conditions import conditions_text, degraded_text
 from perfsuite.store.files import write_text_atomically
 from perfsuite.store.jsonfile import read_json_file
 
@@ -51,7 +58,47 @@ def gather_facts() -> dict[str, Any]:
         "platform": _platform_facts(),
         "torch": _torch_facts(),
         "environment": {name: os.environ.get(name) for name in ENVIRONMENT_VARIABLES},
+        "conditions": _conditions_facts(),
     }
+
+
+def _conditions_facts() -> dict[str, Any]:
+    """The machine's conditions now, by device: the host's (every device's), and each usable GPU's besides."""
+    from perfsuite.run.devices import available_accelerators, backend
+
+    try:
+        devices = ["cpu", *available_accelerators()]
+    except Exception:  # torch does not import: the host's conditions are still worth saying
+        devices = ["cpu"]
+    return {device: conditions_to_json(backend(device).conditions()) for device in devices}
+
+
+def conditions_findings(facts: Mapping[str, Any]) -> list[Finding]:
+    """What the machine's conditions mean for measuring, as `perfsuite doctor` says it (pyperf's `system show`):
+    each device's conditions, a warning with its fix per degraded state (on battery, Low Power, thermal pressure,
+    a GPU slowdown), and what would help besides (High Power where offered). Facts recorded without conditions say
+    so."""
+    recorded = facts.get("conditions")
+    if not isinstance(recorded, dict):
+        return [Finding("conditions", "warning", "these facts hold no conditions (power, energy mode, heat, clocks): "
+                        "recorded by an older perfsuite doctor", "record them again: perfsuite doctor --save-facts "
+                        "FILE.json", DEVICES)]
+    try:
+        readings = {device: conditions_from_json(reading, f"conditions {device}") for device, reading in
+                    recorded.items()}
+    except ValueError as error:
+        return [Finding("conditions", "warning", f"unreadable conditions in these facts: {error}",
+                        "record them again: perfsuite doctor --save-facts FILE.json", DEVICES)]
+    findings = [Finding("conditions", "ok", f"{device}: {conditions_text(reading)}")
+                for device, reading in readings.items()]
+    for found in degradations(readings.values()):
+        findings.append(Finding("conditions", "warning", f"the machine runs degraded: {degraded_text([found])}; "
+                                "timings taken now are slower than the machine's own and a history recorded now "
+                                "would hide a slowdown", found.remedy, DEVICES))
+    for hint in dict.fromkeys(h for reading in readings.values() for h in suggestions(reading)):
+        findings.append(Finding("conditions", "warning", "sustained work runs slower in Automatic than in High Power "
+                                "Mode on this Mac", hint, ("mps", "cpu")))
+    return findings
 
 
 def _platform_facts() -> dict[str, Any]:
@@ -193,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
                 )
                 return 2
             print(f"perfsuite doctor: facts recorded in {args.save_facts}", file=sys.stderr)
-    findings = diagnose(facts)
+    findings = diagnose(facts) + conditions_findings(facts)
     if args.format == "json":
         print(json.dumps(report_data(facts, findings, args.device), indent=2))
     else:

@@ -47,14 +47,15 @@ import functools
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
 from scipy.stats import mstats
 
-from perfsuite.records import AbMeasurement, AbPair, Case
+from perfsuite.judge.conditions import ConditionChange, changes_between
+from perfsuite.records import AbMeasurement, AbPair, Case, Conditions
 
 AbStatus = Literal["regressed", "improved", "unchanged", "inconclusive", "errored", "interrupted", "no-base"]
 AB_STATUSES: tuple[AbStatus, ...] = ("regressed", "improved", "unchanged", "inconclusive", "errored", "interrupted",
@@ -91,7 +92,9 @@ class AbVerdict:
     standard error); memory per side (the case's own figure, else None) and its
     status; the largest difference of the two sides' first outputs; `reasons` why it errored; `family_size` the
     cases judged together; `one_side_at_a_time_pairs` the pairs that could not hold the case on both sides at once
-    and measured one side at a time."""
+    and measured one side at a time; `changed_blocks` the blocks during which the machine's conditions changed
+    (against the job's start, or within the block: on battery, Low Power, thermal pressure, a GPU slowdown), and
+    `status_without_changed_blocks` the verdict the other blocks give (None where no block changed)."""
 
     case: Case
     status: AbStatus
@@ -117,6 +120,14 @@ class AbVerdict:
     seconds: float = 0.0
     between_blocks: float | None = None
     within_block: float | None = None
+    changed_blocks: tuple[BlockConditions, ...] = ()
+    status_without_changed_blocks: AbStatus | None = None
+
+    @property
+    def conditions_moved_verdict(self) -> bool:
+        """Whether the blocks during which the conditions changed decide the verdict: without them the case reads
+        otherwise."""
+        return bool(self.changed_blocks) and self.status_without_changed_blocks != self.status
 
     @property
     def gate_failed(self) -> bool:
@@ -134,6 +145,26 @@ class AbVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "reasons": list(self.reasons), "gate_failed": self.gate_failed}
+
+
+@dataclass(frozen=True)
+class BlockConditions:
+    """A block during which the conditions changed: its number (1 for the first block measured) and the changes
+    against the job's start (or, without a reading at the start, against the block's first reading)."""
+
+    block: int
+    changes: tuple[ConditionChange, ...]
+
+
+def changed_blocks(measured: Sequence[AbPair], start: Sequence[Conditions]) -> tuple[BlockConditions, ...]:
+    """The blocks of `measured` whose conditions differ from the job's `start` readings or change within them."""
+    found = []
+    for number, pair in enumerate(measured, 1):
+        readings = pair.conditions
+        changes = changes_between(start or readings[:1], readings)
+        if changes:
+            found.append(BlockConditions(number, changes))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -308,11 +339,14 @@ def judge_ab(
     max_blocks: int = MAX_BLOCKS,
     interrupted: bool = False,
     no_base: str | None = None,
+    start_conditions: Sequence[Conditions] = (),
 ) -> AbVerdict:
     """Judge one case from its blocks (`measurement`; None when no block measured it) and the messages of the blocks
     that failed, with the case's band `tolerance` and `memory_tolerance`, among `family_size` cases; `budget_s` is
     the job's budget (said in an inconclusive verdict). `interrupted`: the job was stopped before the case was
-    decided; `no_base`: why the base side does not have the case's model (nothing measured)."""
+    decided; `no_base`: why the base side does not have the case's model (nothing measured); `start_conditions`:
+    the machine's conditions as the job started, against which each block's are compared (`changed_blocks`); where
+    some changed, the verdict of the other blocks is given beside it."""
     if measurement is None:
         raise ValueError("judge_ab needs the case's measurement; give an empty one when every block failed")
     case = measurement.case
@@ -358,7 +392,15 @@ def judge_ab(
                    f"interval reaching past it, measured to within {100 * math.expm1(seen.half_width):.1f}% (half "
                    f"the band or less), where more blocks would only narrow it around the edge",)
     memory = memory_verdict(measurement, memory_tolerance)
+    changed = changed_blocks(measured, start_conditions)
+    without = None
+    if changed:
+        numbers = {block.block for block in changed}
+        kept = tuple(pair for number, pair in enumerate(measured, 1) if number not in numbers)
+        without = judge_ab(replace(measurement, pairs=kept), (), tolerance, memory_tolerance, family_size, budget_s,
+                           max_blocks).status
     return AbVerdict(
+        changed_blocks=changed, status_without_changed_blocks=without,
         status=status, ratio=math.exp(combined.log_ratio), ci_low=math.exp(combined.log_ratio - seen.half_width),
         ci_high=math.exp(combined.log_ratio + seen.half_width), floor=math.expm1(seen.half_width),
         between_blocks=combined.between_blocks if math.isfinite(combined.between_blocks) else None,

@@ -4,8 +4,10 @@
 and the bands, and returns a `Verdict`: the decision and every figure behind it, no sentences (perfsuite.render
 writes those). `regressed` (time), a regressed memory figure and, unless the user downgrades it to a warning,
 `incompatible` (the case changed against its history: model, inputs, torch, threads, figure or machine) fail the
-gate; `uncalibrated` and `no-baseline` are shown and never fail it (except a change beyond the uncalibrated factor,
-which is `regressed`).
+gate; `conditions-differ` (the machine ran in another state than its history was recorded in: on battery against AC,
+Low Power against High Power, under thermal pressure or a GPU slowdown; `perfsuite.judge.conditions`) is not judged
+and always fails it, since a verdict that cannot judge must never read as a pass; `uncalibrated` and `no-baseline`
+are shown and never fail it (except a change beyond the uncalibrated factor, which is `regressed`).
 
 `judge` only sequences its parts: the bands checked (`check_bands`), why the case cannot be compared
 (`incompatibility_reasons`), the statistics and band decision on the run medians (`compare_times`), the memory
@@ -22,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from perfsuite.judge.conditions import ConditionsJudgement, judge_conditions
 from perfsuite.judge.stats import (
     DEFAULT_DECISION,
     DecisionConfig,
@@ -32,11 +35,20 @@ from perfsuite.judge.stats import (
     compare_runs,
     within_spread,
 )
-from perfsuite.records import DEFAULT_MEMORY_TOLERANCE, DEFAULT_TOLERANCE, BaselineEntry, Measurement, check_band
+from perfsuite.records import (
+    DEFAULT_MEMORY_TOLERANCE,
+    DEFAULT_TOLERANCE,
+    BaselineEntry,
+    Conditions,
+    Measurement,
+    check_band,
+)
 
-VerdictStatus = Literal["regressed", "improved", "unchanged", "uncalibrated", "no-baseline", "incompatible"]
+VerdictStatus = Literal[
+    "regressed", "improved", "unchanged", "uncalibrated", "no-baseline", "incompatible", "conditions-differ",
+]
 VERDICT_STATUSES: tuple[VerdictStatus, ...] = (
-    "regressed", "improved", "unchanged", "uncalibrated", "no-baseline", "incompatible",
+    "regressed", "improved", "unchanged", "uncalibrated", "no-baseline", "incompatible", "conditions-differ",
 )
 # Below this share of the step spent in GPU kernels, a CUDA step measures the host as much as the GPU.
 LAUNCH_BOUND_BELOW = 0.5
@@ -51,7 +63,8 @@ class Verdict:
     in the direction of the change; `detectable_slowdown` the smallest slowdown the rule would call with
     95% power here; `processes_needed` the fewest processes with which the test can reach p < 0.01 here (None
     when the noise floor is above the band: no process count lowers it).
-    `change_fails` says whether an `incompatible` verdict (a case changed against its history) fails the gate.
+    `change_fails` says whether an `incompatible` verdict (a case changed against its history) fails the gate;
+    `conditions` how this session's conditions compare with its history's (None where no history was compared).
     """
 
     benchmark_id: str
@@ -82,13 +95,15 @@ class Verdict:
     notes: tuple[str, ...] = ()
     baseline_source: str = "the baseline directory"
     change_fails: bool = False
+    conditions: ConditionsJudgement | None = None
 
     @property
     def gate_failed(self) -> bool:
-        """True when this verdict must fail the run: the time or the memory figure regressed, or the case changed
-        against its history and changes fail."""
+        """True when this verdict must fail the run: the time or the memory figure regressed, the case changed
+        against its history and changes fail, or it ran under other conditions than its history (never judged)."""
         changed = self.status == "incompatible" and self.change_fails
-        return changed or self.status == "regressed" or self.memory_status == "regressed"
+        unjudged = self.status == "conditions-differ"
+        return changed or unjudged or self.status == "regressed" or self.memory_status == "regressed"
 
     @property
     def launch_bound(self) -> bool:
@@ -193,14 +208,29 @@ def judge_memory(
     return MemoryJudgement(status=status, baseline_bytes=baseline.memory_bytes, ratio=ratio)
 
 
-def verdict_status(baseline: BaselineEntry | None, comparison: RunComparison | None) -> VerdictStatus:
-    """Which verdict a case gets: `no-baseline` without an entry, `incompatible` where the entry was not compared
-    (the case changed against it), else the time comparison's band decision."""
+def verdict_status(baseline: BaselineEntry | None, comparison: RunComparison | None,
+                   conditions: ConditionsJudgement | None = None) -> VerdictStatus:
+    """Which verdict a case gets: `no-baseline` without an entry, `conditions-differ` where the session ran under
+    conditions its history cannot be compared with, `incompatible` where the entry was not compared otherwise (the
+    case changed against it), else the time comparison's band decision."""
     if baseline is None:
         return "no-baseline"
+    if conditions is not None and not conditions.comparable:
+        return "conditions-differ"
     if comparison is None:
         return "incompatible"
     return comparison.outcome
+
+
+def history_conditions(baseline: BaselineEntry) -> tuple[Conditions, ...]:
+    """Every reading of conditions of a history's runs (none for runs recorded before perfsuite read them)."""
+    return tuple(reading for run in baseline.runs for reading in run.conditions)
+
+
+def measured_conditions(current: Measurement) -> tuple[Conditions, ...]:
+    """Every reading of conditions of a measurement's runs."""
+    return tuple(reading for run in current.runs for reading in run.conditions)
+
 
 
 def assemble_verdict(
@@ -214,11 +244,13 @@ def assemble_verdict(
     change_fails: bool = False,
     compared: tuple[RunComparison, DecisionConfig] | None = None,
     memory: MemoryJudgement = MEMORY_NOT_COMPARED,
+    conditions: ConditionsJudgement | None = None,
 ) -> Verdict:
     """The `Verdict` of `current` from what was decided about it: the baseline entry (None when there is none),
     why the case cannot be compared with it (`reasons`), and, where it was compared, the time comparison with the
-    rule that made it (`compared`) and the memory judgement. An entry that was not compared makes the verdict
-    `incompatible`, with the plain ratio of medians and the default rule."""
+    rule that made it (`compared`), the memory judgement and the conditions' (`conditions`). An entry that was not
+    compared makes the verdict `incompatible` (or `conditions-differ`), with the plain ratio of medians and the
+    default rule."""
     run = current.last
     comparison, config = compared if compared is not None else (None, DEFAULT_DECISION)
     if comparison is not None:
@@ -227,7 +259,7 @@ def assemble_verdict(
         ratio = None if baseline is None else current.median_s / baseline.median_s
     return Verdict(
         benchmark_id=current.case.benchmark_id,
-        status=verdict_status(baseline, comparison),
+        status=verdict_status(baseline, comparison, conditions),
         baseline_median_s=None if baseline is None else baseline.median_s,
         current_median_s=current.median_s,
         ratio=ratio,
@@ -254,6 +286,7 @@ def assemble_verdict(
         notes=memory.notes,
         baseline_source=baseline_source,
         change_fails=change_fails,
+        conditions=conditions,
     )
 
 
@@ -280,7 +313,10 @@ def judge(
     reasons = () if baseline is None else incompatibility_reasons(current, baseline, current_machine)
     compared: tuple[RunComparison, DecisionConfig] | None = None
     memory = MEMORY_NOT_COMPARED
+    conditions = None
     if baseline is not None and not reasons:
+        conditions = judge_conditions(history_conditions(baseline), measured_conditions(current))
+    if baseline is not None and not reasons and conditions is not None and conditions.comparable:
         compared = (compare_times(current, baseline, tolerance, machine_spread, config), config)
         memory = judge_memory(current.last.memory_figure, current_memory_bytes, baseline, memory_tolerance)
     return assemble_verdict(
@@ -290,4 +326,5 @@ def judge(
         change_fails=change_fails and bool(reasons),
         compared=compared,
         memory=memory,
+        conditions=conditions,
     )

@@ -285,7 +285,8 @@ class Settings:
     CPU threads in each (None: torch's default); `ddp_processes` the processes of a train-ddp step (None: one per CUDA
     GPU, 2 on the CPU); `machine` names this machine's baseline files instead of the hardware. Tolerances: one band
     for every case, else the per-id/per-model tables (Bands). `update_baseline` appends this session's runs to the
-    histories, `rebaseline` starts them over. `change_fails`: a case changed against its history fails the gate (else
+    histories, `rebaseline` starts them over, `record_degraded` lets either record under degraded conditions.
+    `change_fails`: a case changed against its history fails the gate (else
     it is a warning). `ab_revision` and `ab_python` make the session an A/B job (head against a base revision and/or
     interpreter), with `processes` pairs of processes; `inconclusive_fails`: an A/B verdict that could not judge fails
     the job (else it is a warning); `no_base_fails`: a model the base does not have fails the job (else it reads 'no
@@ -347,6 +348,11 @@ class Settings:
     rebaseline: bool = option(
         "rebaseline", "start the baseline history of each case run over (after a torch upgrade, say); an "
         "unreadable baseline file is moved aside first", plain(_switch), False, example=False, switch=True)
+    record_degraded: bool = option(
+        "record-degraded", "record baselines even where the machine runs degraded (on battery, in Low Power Mode, "
+        "under thermal pressure, a GPU slowed for heat or a hardware fault), which a recording session refuses "
+        "otherwise: such a history would hide a real slowdown later", plain(_switch), False, example=False,
+        switch=True)
     change_fails: bool = option(
         "on-change", "fail | warn: what a case changed against its history (model, inputs, torch, threads, "
         "machine) does to the gate (default: fail, naming what changed)", fails, True, example="warn")

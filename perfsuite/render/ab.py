@@ -1,6 +1,7 @@
 """How an A/B job reads: a sentence per verdict, the terminal table (with a few lines under each case whose ops
-explain it), the summary document (schema `perfsuite-ab` version 2, which `perfsuite site --ab` shows; version 1,
-without `explanation`, still reads), its Markdown and a PNG of the ratios with their intervals."""
+explain it), the summary document (schema `perfsuite-ab` version 3, which `perfsuite site --ab` shows; version 2,
+without the conditions, and version 1, without `explanation` too, still read), its Markdown and a PNG of the ratios
+with their intervals."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from typing import Any
 
 from perfsuite.judge.ab import AB_STATUSES, FAMILY_ERROR_RATE, JUDGED_STATUSES, AbVerdict
 from perfsuite.judge.explain import OUTSIDE_OPS, Explanation, OpChange
-from perfsuite.records import AbMeasurement, AbSide
+from perfsuite.records import AbMeasurement, AbSide, Conditions, conditions_to_json
+from perfsuite.render.conditions import change_text
 from perfsuite.render.escape import markdown_text, plot_text, terminal_text
 
 SCHEMA = "perfsuite-ab"
-SCHEMA_VERSION = 2
+# Version 3 adds the job's conditions as it started (`conditions`), each block's readings (`conditions`), the blocks
+# during which they changed (`changed_blocks`) and the verdict without those (`status_without_changed_blocks`).
+SCHEMA_VERSION = 3
 # Lines of an explanation under its case in the terminal table (ab.md and ab.json carry every line).
 TERMINAL_EXPLANATION_LINES = 5
 # Ops named in one line of calls changed, new or gone (the rest counted).
@@ -87,7 +91,27 @@ def _sentence(verdict: AbVerdict, inconclusive_fails: bool, no_base_fails: bool)
             "measured one side at a time, in alternating blocks that each built the case anew (slower, and each "
             "block's value carries its build)"
         )
-    return f"{name}: {sentence}, {seen}{memory}{alone}"
+    return f"{name}: {sentence}, {seen}{memory}{alone}{changed_blocks_text(verdict)}"
+
+
+def changed_blocks_text(verdict: AbVerdict) -> str:
+    """What the blocks during which the conditions changed did to the verdict ('' where none did): each block with
+    its changes, and whether the verdict rests on them."""
+    if not verdict.changed_blocks:
+        return ""
+    blocks = "; ".join(
+        f"block {block.block} ("
+        + ", ".join(change_text(change, "the job started", "the block ran") for change in block.changes) + ")"
+        for block in verdict.changed_blocks)
+    them = "them" if len(verdict.changed_blocks) > 1 else "it"
+    without = verdict.status_without_changed_blocks
+    if without == "errored":
+        effect = f"without {them} too few blocks are left to judge the case"
+    elif verdict.conditions_moved_verdict:
+        effect = f"the verdict rests on {them}: without {them} the case reads {without}"
+    else:
+        effect = f"without {them} the case reads {without} too"
+    return f"; the conditions changed during {blocks}: {effect}"
 
 
 TABLE_COLUMNS = ("case", "base ms", "head ms", "head/base [interval]", "floor", "verdict", "samples/s base -> head",
@@ -260,10 +284,13 @@ def summary_document(
     started_at: str, inconclusive_fails: bool = True, measuring: Mapping[str, Any] | None = None,
     no_base_fails: bool = False,
     explanations: Mapping[str, Explanation] | None = None, unexplained: Mapping[str, str] | None = None,
+    conditions: Mapping[str, Conditions] | None = None,
 ) -> dict[str, Any]:
     """The A/B summary file's content: both sides, whether the job failed, and per case its verdict (and whether it
     fails the job), figures, every window pair, and its explanation by the ops (`explanation`: the whole diff and
-    its lines; None where none was asked for, `explanation_error` saying why one asked for is missing)."""
+    its lines; None where none was asked for, `explanation_error` saying why one asked for is missing); the
+    machine's conditions by device as the job started, each block's readings, the blocks during which they changed
+    and the verdict without those blocks."""
 
     def finite(value: float | None) -> float | None:
         return None if value is None or not math.isfinite(value) else value
@@ -295,11 +322,16 @@ def summary_document(
                  "process": process_pair.process, "in_one_process": process_pair.in_one_process,
                  "warmup_s": {"base": process_pair.base_warmup_s, "head": process_pair.head_warmup_s},
                  "steps_per_round": {"base": process_pair.base.steps_per_round,
-                                     "head": process_pair.head.steps_per_round}}
+                                     "head": process_pair.head.steps_per_round},
+                 "conditions": [conditions_to_json(reading) for reading in process_pair.conditions]}
                 for process_pair in (measurement.pairs if measurement else ())
             ],
             "explanation": _explanation_document((explanations or {}).get(case.benchmark_id)),
             "explanation_error": (unexplained or {}).get(case.benchmark_id),
+            "changed_blocks": [{"block": block.block, "changes": [
+                {"fact": change.fact, "at_start": list(change.before), "in_block": list(change.after)}
+                for change in block.changes]} for block in verdict.changed_blocks],
+            "status_without_changed_blocks": verdict.status_without_changed_blocks,
         })
     return {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "started_at": started_at,
@@ -309,6 +341,7 @@ def summary_document(
                  "torch_version": head.torch_version},
         "family_error_rate": FAMILY_ERROR_RATE, "inconclusive_fails": inconclusive_fails,
         "no_base_fails": no_base_fails, "measuring": dict(measuring or {}),
+        "conditions": {device: conditions_to_json(reading) for device, reading in (conditions or {}).items()},
         "interrupted": any(verdict.status == "interrupted" for verdict in verdicts),
         "job_failed": any(verdict.fails_job(inconclusive_fails, no_base_fails) for verdict in verdicts),
         "cases": cases,

@@ -13,14 +13,17 @@ import pandas as pd
 
 from perfsuite.judge.explain import Explanation
 from perfsuite.judge.verdicts import VERDICT_STATUSES, Verdict
+from perfsuite.records import Conditions, conditions_to_json
 from perfsuite.render.ab import explanation_lines, terminal_explanation
+from perfsuite.render.conditions import conditions_text
 from perfsuite.render.escape import markdown_text, terminal_text
 from perfsuite.render.units import format_bytes, format_ratio, format_seconds
 from perfsuite.render.verdicts import RECORD_COMMAND, verdict_message
 
 VERDICTS_SCHEMA = "perfsuite-verdicts"
-# Version 4 adds each verdict's explanation by the ops (`explanation`, `explanation_note`).
-VERDICTS_SCHEMA_VERSION = 4
+# Version 4 adds each verdict's explanation by the ops (`explanation`, `explanation_note`); version 5 the session's
+# conditions by device (`conditions`), each verdict's judgement of them (`conditions`) and the conditions-differ status.
+VERDICTS_SCHEMA_VERSION = 5
 # A verdict's explanation by the ops against its history, or the one line saying why there is none.
 Explained = Explanation | str
 COLUMNS = (
@@ -159,10 +162,12 @@ def render_terminal(verdicts: Sequence[Verdict], errors: Mapping[str, str] | Non
 
 
 def render_json(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None,
-                explained: Mapping[str, Explained] | None = None) -> str:
-    """A JSON document: schema, whether the gate failed, the counts, every verdict (seconds, bytes) with its
-    explanation by the ops (`explanation`: the whole diff and its lines, or None; `explanation_note`: why a case
-    that asked for one has none) and the cases that errored with their messages."""
+                explained: Mapping[str, Explained] | None = None,
+                conditions: Mapping[str, Conditions] | None = None) -> str:
+    """A JSON document: schema, whether the gate failed, the counts, the machine's conditions by device as the
+    session started, every verdict (seconds, bytes) with its explanation by the ops (`explanation`: the whole diff
+    and its lines, or None; `explanation_note`: why a case that asked for one has none) and its conditions'
+    judgement, and the cases that errored with their messages."""
     errors = errors or {}
     explained = explained or {}
     counts = summary_counts(verdicts, len(errors))
@@ -171,6 +176,7 @@ def render_json(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = 
         "schema_version": VERDICTS_SCHEMA_VERSION,
         "gate_failed": counts["gate-failed"] > 0,
         "counts": counts,
+        "conditions": {device: conditions_to_json(reading) for device, reading in (conditions or {}).items()},
         "verdicts": [
             {**v.to_dict(), "message": verdict_message(v), **_explanation_fields(explained.get(v.benchmark_id))}
             for v in sorted(verdicts, key=_order)
@@ -187,11 +193,15 @@ def _explanation_fields(explained: Explained | None) -> dict[str, object]:
 
 
 def render_markdown(verdicts: Sequence[Verdict], errors: Mapping[str, str] | None = None,
-                    explained: Mapping[str, Explained] | None = None) -> str:
-    """A markdown report for a pull-request comment: the headline in bold, a table, the messages with every line of
-    each explanation by the ops beneath its case, the legend."""
+                    explained: Mapping[str, Explained] | None = None,
+                    conditions: Mapping[str, Conditions] | None = None) -> str:
+    """A markdown report for a pull-request comment: the headline in bold, the machine's conditions as the session
+    started, a table, the messages with every line of each explanation by the ops beneath its case, the legend."""
     errors = errors or {}
     lines = [f"**{headline(verdicts, len(errors))}**", ""]
+    if conditions:
+        lines += [f"- conditions ({markdown_text(device)}): {markdown_text(conditions_text(reading))}"
+                  for device, reading in conditions.items()] + [""]
     if not verdicts:
         return "\n".join(lines + [f"- {markdown_text(line)}" for line in _error_lines(errors)]) + "\n"
     lines.append("| " + " | ".join(COLUMNS) + " |")

@@ -10,6 +10,7 @@ import math
 from perfsuite.errors import REBASELINE_COMMAND
 from perfsuite.judge.stats import RECOMMENDED_PROCESSES, RunComparison, baseline_runs_needed, smallest_p_value
 from perfsuite.judge.verdicts import Verdict
+from perfsuite.render.conditions import HISTORY_CONDITIONS_NOT_RECORDED, judgement_text
 from perfsuite.render.escape import terminal_text
 from perfsuite.render.units import format_bytes, format_ratio, format_seconds
 
@@ -30,6 +31,14 @@ def _sentence(verdict: Verdict) -> str:
     benchmark_id = verdict.benchmark_id
     if verdict.status == "no-baseline":
         return f"{benchmark_id}: no baseline in {verdict.baseline_source}; record one with `{RECORD_COMMAND}`"
+    if verdict.status == "conditions-differ" and verdict.conditions is not None:
+        return (
+            f"{benchmark_id} ran under other conditions than its history, so it was not judged (fails the gate: a "
+            f"verdict that cannot judge is not a pass): {judgement_text(verdict.conditions)}; or, to judge under "
+            f"these conditions, start its history over under them with `{REBASELINE_COMMAND} --perf-record-degraded`. "
+            f"Median {format_seconds(verdict.baseline_median_s)} -> {format_seconds(verdict.current_median_s)} "
+            f"({format_ratio(verdict.ratio)}) shown only"
+        )
     if verdict.status == "incompatible" or verdict.comparison is None:
         consequence = "fails the gate" if verdict.gate_failed else "a warning (--perf-on-change warn)"
         return (
@@ -40,6 +49,9 @@ def _sentence(verdict: Verdict) -> str:
             f"base with `{AB_COMMAND}`"
         )
     message = time_message(verdict)
+    judged = verdict.conditions
+    if judged is not None and judged.session_recorded and not judged.history_recorded:
+        message += f"; {HISTORY_CONDITIONS_NOT_RECORDED}"
     if verdict.memory_status in ("regressed", "improved"):
         direction = "above" if verdict.memory_status == "regressed" else "below"
         limit = 1 + verdict.memory_tolerance if verdict.memory_status == "regressed" else 1 - verdict.memory_tolerance

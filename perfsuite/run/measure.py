@@ -7,7 +7,8 @@ parts (`open_case` builds and warms a case once, then rounds are timed on reques
 
 What a measurement is: the case is built on its device, warm-up steps absorb first-call costs (cuDNN autotuning, MPS
 graph and shader compilation, allocator growth) and a non-finite training loss stops the case; pytest-benchmark times
-the rounds, each ending with the device drained; then the memory figures, device events and (on CUDA) the GPU's busy
+the rounds, each ending with the device drained, the machine's conditions read just before and just after them
+(`DeviceBackend.conditions`); then the memory figures, device events and (on CUDA) the GPU's busy
 fraction are read, and where the settings ask a few more steps are profiled for the case's op summary; last, where
 the settings ask, one more step counts the FLOPs.
 """
@@ -26,7 +27,16 @@ from typing import Any
 import torch
 
 from perfsuite.matrix.axes import base_mode
-from perfsuite.records import LATENCY_FIGURE, Case, Fact, Failure, OpProfile, Outcome, Run
+from perfsuite.records import (
+    LATENCY_FIGURE,
+    Case,
+    Fact,
+    Failure,
+    OpProfile,
+    Outcome,
+    Run,
+    conditions_to_json,
+)
 from perfsuite.run.compiled import CaptureImpossible, DynamoCounts, WrongCompiledResult
 from perfsuite.run.devices import DeviceBackend, backend
 from perfsuite.run.plan import MeasureSettings, RoundSettings, most_steps_per_round, rounds_for, steps_per_round
@@ -104,10 +114,12 @@ def _measure(
 ) -> Run | None:
     warm = open_case(case, settings, rounds)
     try:
+        conditions_before = device.conditions()
         device.reset_memory_peak()
         in_use_before_bytes = device.memory_in_use_bytes()
         warm.time_with(fixture, rounds)
         in_use_after_bytes = device.memory_in_use_bytes()
+        conditions_after = device.conditions()
         warm.check_no_compilation()
         stats = getattr(fixture, "stats", None)
         round_times_s = list(stats.stats.data) if stats is not None else []
@@ -115,7 +127,8 @@ def _measure(
             return None
         if in_use_before_bytes is not None and in_use_after_bytes is not None:
             warm.facts["memory_growth_bytes"] = in_use_after_bytes - in_use_before_bytes
-        run = warm.run_of(round_times_s, settings.fresh_process)  # the memory figures as the rounds left them
+        run = replace(warm.run_of(round_times_s, settings.fresh_process),  # the memory figures as the rounds left them
+                      conditions_before=conditions_before, conditions_after=conditions_after)
         latency_median_s = (
             statistics.median(round_times_s) if warm.figure == LATENCY_FIGURE
             else warm.latency_s(LATENCY_STEPS) if base_mode(case.mode) == "infer"
@@ -422,8 +435,10 @@ def warn_of_memory_growth(run: Run) -> bool:
     return growth.grows
 
 
-def extra_info(run: Run) -> dict[str, Fact]:
-    """The figures of `run` as pytest-benchmark's `extra_info` (and so its JSON) carries them."""
+def extra_info(run: Run) -> dict[str, object]:
+    """The figures of `run` as pytest-benchmark's `extra_info` (and so its JSON) carries them, with the machine's
+    conditions before and after its rounds (`conditions_before`, `conditions_after`: objects, or None where not
+    read)."""
     case = run.case
     return {
         "device": case.device, "dtype": case.dtype, "model": case.model, "batch_size": case.batch_size,
@@ -435,5 +450,7 @@ def extra_info(run: Run) -> dict[str, Fact]:
         "event_median_s": run.event_median_s, "gpu_busy_fraction": run.gpu_busy_fraction,
         "threads": run.threads, "figure": run.figure, "steps_per_round": run.steps_per_round,
         "latency_median_s": run.latency_median_s,
+        "conditions_before": None if run.conditions_before is None else conditions_to_json(run.conditions_before),
+        "conditions_after": None if run.conditions_after is None else conditions_to_json(run.conditions_after),
         **run.facts,
     }

@@ -11,7 +11,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perfsuite.records import Case, Failure, OpProfile, OpTime, Outcome, Run, WorkloadSource
+from perfsuite.records import (
+    Case,
+    Failure,
+    OpProfile,
+    OpTime,
+    Outcome,
+    Run,
+    WorkloadSource,
+    conditions_from_json,
+    conditions_to_json,
+)
 from perfsuite.run.plan import MeasureSettings, RoundSettings
 
 
@@ -21,6 +31,9 @@ def run_to_json(run: Run) -> dict[str, Any]:
     document["round_times_s"] = list(run.round_times_s)
     document["facts"] = dict(run.facts)
     document["op_profile"] = None if run.op_profile is None else op_profile_to_json(run.op_profile)
+    for name in ("conditions_before", "conditions_after"):
+        conditions = getattr(run, name)
+        document[name] = None if conditions is None else conditions_to_json(conditions)
     return document
 
 
@@ -31,6 +44,8 @@ def run_from_json(document: Mapping[str, Any]) -> Run:
     values["round_times_s"] = tuple(values["round_times_s"])
     values["facts"] = dict(values.get("facts") or {})
     values["op_profile"] = None if values.get("op_profile") is None else op_profile_from_json(values["op_profile"])
+    for name in ("conditions_before", "conditions_after"):
+        values[name] = None if values.get(name) is None else conditions_from_json(values[name], name)
     return Run(**values)
 
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from perfsuite.benchmark_fixture import standalone_fixture
-from perfsuite.records import Case, Outcome
+from perfsuite.records import Case, Conditions, Outcome
 from perfsuite.run.heap import steady_heap
 from perfsuite.run.lifetime import watch_parent
 from perfsuite.run.plan import RoundSettings
@@ -192,6 +192,7 @@ class OpenCases:
         self.settings = replace(spec.measure, count_flops=False)  # a case opened for windows compares times: no FLOPs
         self.warm: dict[str | None, WarmCase] = {}
         self.round_times_s: dict[str | None, list[float]] = {}
+        self.conditions_before: dict[str | None, Conditions] = {}
 
     def measure(self, request: Mapping[str, Any]) -> dict[str, Any]:
         outcome = measure_case(self.spec, Case(**request["case"]), bool(request.get("count_flops")))
@@ -203,6 +204,7 @@ class OpenCases:
         case = Case(**request["case"])
         started_s = time.perf_counter()
         opened = self.warm[name] = open_case(case, self.settings, self.spec.rounds)
+        self.conditions_before[name] = opened.device.conditions()
         opened.device.reset_memory_peak()
         self.round_times_s[name] = []
         if request.get("output_path"):
@@ -230,10 +232,12 @@ class OpenCases:
 
     def close(self, name: str | None) -> dict[str, Any]:
         times_s = self.round_times_s.pop(name, [])
+        before = self.conditions_before.pop(name, None)
         run = None
         if times_s:  # else opened but never timed (the other side did not fit beside it): no run
             self.warm[name].check_no_compilation()
-            run = self.warm[name].run_of(times_s, self.settings.fresh_process)
+            run = replace(self.warm[name].run_of(times_s, self.settings.fresh_process), conditions_before=before,
+                          conditions_after=self.warm[name].device.conditions())
         closing = self.warm.pop(name)
         closing.close()
         device = closing.device

@@ -32,7 +32,16 @@ from perfsuite.errors import CaseFailed, CaseSkipped, UsageError
 from perfsuite.judge.ab import AB_DEFAULT_TOLERANCE, MAX_BLOCKS, AbVerdict, judge_ab, look
 from perfsuite.judge.explain import Explanation, explain, wants_explanation
 from perfsuite.options.settings import Settings, tolerance_for
-from perfsuite.records import AbMeasurement, AbSide, Case, Measurement, Outcome, WorkloadSource, measurement_of
+from perfsuite.records import (
+    AbMeasurement,
+    AbSide,
+    Case,
+    Conditions,
+    Measurement,
+    Outcome,
+    WorkloadSource,
+    measurement_of,
+)
 from perfsuite.render import ab as render
 from perfsuite.render.progress import ab_progress_line
 from perfsuite.run.ab import (
@@ -162,6 +171,7 @@ class AbJob:
     written: list[str] = field(default_factory=list)
     files_written: bool = True
     warm: Worker | None = None  # the check's worker, held for the measuring (`check`)
+    conditions: Mapping[str, Conditions] = field(default_factory=dict)  # by device, as the job started
 
     def take(self, case: Case, fixture: Any) -> Measurement | None:
         """An A/B case: the first one measures every case on both sides; each case's test shows its head side's
@@ -296,6 +306,7 @@ class AbJob:
                               memory=True),
                 family_size=family_size, budget_s=self.settings.ab_budget_s,
                 interrupted=key in self.results.interrupted, no_base=self.no_base.get(case.model),
+                start_conditions=tuple(reading for reading in (self.conditions.get(case.device),) if reading),
             )
             verdict = self.verdicts[key]
             profiles = self.results.profiles.get(key)
@@ -350,7 +361,8 @@ class AbJob:
         fails, no_base_fails = self.settings.inconclusive_fails, self.settings.no_base_fails
         document = render.summary_document(verdicts, measurements, self.base_side, self.head_side, self.started_at,
                                            fails, measuring=self.measuring, no_base_fails=no_base_fails,
-                                           explanations=self.explanations, unexplained=self.results.profile_failures)
+                                           explanations=self.explanations, unexplained=self.results.profile_failures,
+                                           conditions=self.conditions)
         written = [
             write_text_atomically(summary_dir / "ab.json", render.summary_json(document)),
             write_text_atomically(summary_dir / "ab.md", render.summary_markdown(
@@ -370,7 +382,8 @@ class AbJob:
             verdicts, self.results.measurements, self.explanations)
         fails, no_base_fails = self.settings.inconclusive_fails, self.settings.no_base_fails
         notable = [render.ab_message(v, fails, no_base_fails) for v in verdicts
-                   if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs]
+                   if v.status != "unchanged" or v.memory_status == "regressed" or v.one_side_at_a_time_pairs
+                   or v.changed_blocks]
         text += "\n" + render.outcome_line(verdicts, fails, no_base_fails) + "\n"
         text += "".join(f"{line}\n" for line in notable) + "".join(f"{line}\n" for line in self.written)
         return [("perfsuite A/B: head against base", text)]

@@ -21,12 +21,14 @@ from typing import Any
 
 from perfsuite.benchmark_fixture import feed_rounds
 from perfsuite.errors import BadFileError, CaseFailed, CaseSkipped, UsageError
+from perfsuite.judge.conditions import degradations
 from perfsuite.judge.explain import Explanation, explain_against_history
-from perfsuite.judge.verdicts import Verdict, judge, pooled_machine_spread
+from perfsuite.judge.verdicts import Verdict, judge, measured_conditions, pooled_machine_spread
 from perfsuite.matrix.cases import sweep_key, sweep_skip_reason
 from perfsuite.options.settings import Settings, tolerance_for
-from perfsuite.records import BaselineEntry, Case, Failure, Measurement, Outcome, Run, measurement_of
+from perfsuite.records import BaselineEntry, Case, Conditions, Failure, Measurement, Outcome, Run, measurement_of
 from perfsuite.render import summary
+from perfsuite.render.conditions import case_refused_message
 from perfsuite.render.progress import process_progress_line
 from perfsuite.render.results import render_results, render_results_markdown
 from perfsuite.render.summary import explained_lines
@@ -46,7 +48,9 @@ class Gate:
 
     `baseline_dir` is the settings' baseline folder resolved against the project root; `show` writes a line to the
     terminal while tests run; `explained` holds, by benchmark id, each verdict's explanation by the ops against the
-    history's last op summary, or the line saying why there is none (--perf-history-explain).
+    history's last op summary, or the line saying why there is none (--perf-history-explain); `conditions` the
+    machine's conditions by device as the session started; `refused` why each case measured under degraded
+    conditions was not recorded (without --perf-record-degraded).
     """
 
     settings: Settings
@@ -64,6 +68,8 @@ class Gate:
     verdicts: list[Verdict] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     explained: dict[str, Explanation | str] = field(default_factory=dict)
+    conditions: Mapping[str, Conditions] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
     _files: dict[Path, BaselineFile | None] = field(default_factory=dict)
     _unreadable: dict[Path, BadFileError] = field(default_factory=dict)
     _pending: dict[tuple[Path, str], dict[str, BaselineEntry]] = field(default_factory=dict)
@@ -189,7 +195,10 @@ class Gate:
             )
             if found is not None:
                 self.explained[case.benchmark_id] = found
-        if self.records:
+        degraded = degradations(measured_conditions(measurement))
+        if self.records and degraded and not self.settings.record_degraded:
+            self.refused[case.benchmark_id] = case_refused_message(case.benchmark_id, degraded)
+        elif self.records:
             recorded_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             self._pending.setdefault((path, case.device), {})[case.benchmark_id] = baselines.entry_of(
                 measurement, identity, tolerance, memory_tolerance, recorded_at, self.commit,
@@ -204,9 +213,9 @@ class Gate:
     def record(self) -> tuple[list[str], list[str]]:
         """Write the pending runs, one locked atomic update per baseline file, and archive each device's session
         beside them (a new file, never a changed one). Returns a line per file written (`recorded PATH`,
-        `archived PATH`) and, for each file that could not be written, a message (nothing is half-written; the old
-        file stays)."""
-        written, problems = [], []
+        `archived PATH`) and, for each file that could not be written and each case refused for its conditions, a
+        message (nothing is half-written; the old file stays)."""
+        written, problems = [], list(self.refused.values())
         now = datetime.now(timezone.utc)
         stamp = now.strftime("%Y%m%dT%H%M%SZ")
         rebaseline = self.settings.rebaseline
@@ -251,7 +260,7 @@ class Gate:
             ArchivedSession(
                 device=device, machine_slug=baselines.machine_slug(self.fingerprint, device, self.settings.machine),
                 machine=dict(first.machine), recorded_at=recorded_at, commit=self.commit, torch_version=torch_version,
-                kind="rebaseline" if self.settings.rebaseline else "update",
+                kind="rebaseline" if self.settings.rebaseline else "update", conditions=self.conditions.get(device),
                 cases=tuple(archive.archived_case(entry, archived_verdict(
                     verdicts.get(entry.case.benchmark_id), self.explained.get(entry.case.benchmark_id)))
                             for entry in group),
@@ -312,8 +321,10 @@ class Gate:
         """The files a session leaves in `directory` and their text: the verdicts and errors as summary.json and
         summary.md (for a CI job to post), and the results tables as results.md."""
         return [
-            (directory / "summary.json", summary.render_json(self.verdicts, self.errors, self.explained)),
-            (directory / "summary.md", summary.render_markdown(self.verdicts, self.errors, self.explained)),
+            (directory / "summary.json", summary.render_json(self.verdicts, self.errors, self.explained,
+                                                             self.conditions)),
+            (directory / "summary.md", summary.render_markdown(self.verdicts, self.errors, self.explained,
+                                                               self.conditions)),
             (directory / "results.md", render_results_markdown(self.measurements, self.verdict_names())),
         ]
 

@@ -8,18 +8,21 @@ written (the session's exit status): the steps of `SessionJob`, which the pytest
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
+from perfsuite.errors import UsageError
+from perfsuite.judge.conditions import degradations
 from perfsuite.judge.threads import thread_warning
 from perfsuite.options.settings import Settings
-from perfsuite.records import Case, Measurement
+from perfsuite.records import Case, Conditions, Measurement
+from perfsuite.render.conditions import conditions_header, recording_refused_message
 from perfsuite.render.progress import progress_line
-from perfsuite.run.devices import machine_fingerprint
+from perfsuite.run.devices import backend, machine_fingerprint
 from perfsuite.run.plan import MeasureSettings, RoundSettings, SessionPlan
 from perfsuite.run.side_code import source_folders
 from perfsuite.session.ab import AbJob, prepare_ab
@@ -96,13 +99,16 @@ def plan_of(settings: Settings, cases: Sequence[Case], rounds: RoundSettings, pr
     )
 
 
-def ab_job(settings: Settings, plan: SessionPlan, project_root: Path, show: Callable[[str], None]) -> AbJob | None:
+def ab_job(settings: Settings, plan: SessionPlan, project_root: Path, show: Callable[[str], None],
+           conditions: Mapping[str, Conditions] | None = None) -> AbJob | None:
     """The session's A/B job when its settings ask for one, both sides set up and checked (every selected model found
-    on each) before anything is measured; a UsageError says what is wrong."""
+    on each) before anything is measured; a UsageError says what is wrong. `conditions`: the machine's, by device,
+    as the job starts (each block's are compared with them)."""
     if not settings.ab or not plan.cases:
         return None
     job = prepare_ab(settings, plan, project_root)
     job.show = show
+    job.conditions = dict(conditions or {})
     job.check()
     return job
 
@@ -129,10 +135,29 @@ def start_session(
 ) -> Session:
     """The session of `cases` and its kind, chosen here once: the A/B job when the settings ask for one (set up and
     checked before anything is measured; a UsageError says what is wrong), else the gate on this machine's
-    baselines."""
+    baselines. The machine's conditions are read first and shown, with what to change before measuring; a
+    recording session under degraded conditions is refused (UsageError) unless the settings allow it."""
     plan = plan_of(settings, cases, rounds, project_root)
-    job: SessionJob | None = ab_job(settings, plan, project_root, show)
+    conditions = session_conditions(plan)
+    for line in conditions_header(conditions):
+        show(line)
+    check_recording_conditions(settings, conditions)
+    job: SessionJob | None = ab_job(settings, plan, project_root, show, conditions)
     if job is None:
         job = Gate(settings, project_root / settings.baseline_dir, machine_fingerprint(), current_commit(project_root),
-                   plan, show=show)
+                   plan, show=show, conditions=conditions)
     return Session(plan, job, show=show)
+
+
+def session_conditions(plan: SessionPlan) -> dict[str, Conditions]:
+    """The machine's conditions as the session starts, by device of its cases (read by each device's backend);
+    none where the session measures nothing."""
+    return {device: backend(device).conditions() for device in dict.fromkeys(case.device for case in plan.cases)}
+
+
+def check_recording_conditions(settings: Settings, conditions: Mapping[str, Conditions]) -> None:
+    """Refuse (UsageError, before anything is measured) a recording session that starts under degraded conditions
+    (on battery, Low Power, thermal pressure, a GPU slowdown) unless --perf-record-degraded allows it."""
+    found = degradations(conditions.values())
+    if (settings.update_baseline or settings.rebaseline) and found and not settings.record_degraded:
+        raise UsageError(recording_refused_message(found))

@@ -1,5 +1,6 @@
-"""A/B summary files (schema `perfsuite-ab`, versions 1 and 2): a base and a head revision measured case by case;
-version 2 adds each case's explanation by the ops (`explanation`, its `lines` shown here).
+"""A/B summary files (schema `perfsuite-ab`, versions 1 to 3): a base and a head revision measured case by case;
+version 2 adds each case's explanation by the ops (`explanation`, its `lines` shown here), version 3 the conditions
+(the blocks during which they changed are named in each case's message, shown here).
 
 Every field but "schema" is optional. Each case entry is validated on its own: a bad one becomes a FileProblem
 naming the file, the entry and the field, and the other entries are kept. The reader never raises.
@@ -20,8 +21,8 @@ from perfsuite.store.archive import FileProblem
 from perfsuite.store.jsonfile import read_json_file
 
 CASE_FIELDS = ("device", "dtype", "model", "batch_size", "mode", "profile", "compile")
-# The versions this reader reads: 1 has no explanations.
-READ_VERSIONS = (1, SCHEMA_VERSION)
+# The versions this reader reads: 1 has no explanations, 2 no conditions.
+READ_VERSIONS = (1, 2, SCHEMA_VERSION)
 REMEDY = "Write the A/B summary again with the A/B command, or leave the file out of --ab."
 
 

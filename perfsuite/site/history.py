@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from perfsuite.judge.conditions import changes_between
 from perfsuite.matrix.axes import compile_mode_rank
-from perfsuite.records import STEP_FIGURE, BaselineEntry, Case, StoredRun, median_s
+from perfsuite.records import STEP_FIGURE, BaselineEntry, Case, Conditions, StoredRun, median_s
 from perfsuite.store.archive import ArchivedFile, ArchivedSession, ArchivedVerdict
 from perfsuite.store.baselines import BaselineFile
 
@@ -57,6 +58,11 @@ class HistorySession:
         return self.samples_per_step / self.median_s
 
     @property
+    def conditions(self) -> tuple[Conditions, ...]:
+        """Every reading of conditions around the session's runs (none where they were not recorded)."""
+        return tuple(reading for run in self.runs for reading in run.conditions)
+
+    @property
     def memory_bytes(self) -> int | None:
         """The median of the runs' memory figures in bytes; None when no run measured one."""
         values = [r.memory_bytes for r in self.runs if r.memory_bytes is not None]
@@ -93,8 +99,9 @@ class CaseHistory:
 
 @dataclass(frozen=True)
 class Mark:
-    """Something to point at on a history: at session `index`, a `kind` (torch, config, figure, rebaseline,
-    regressed, improved) and a short `label` (`torch 2.11.0 -> 2.13.0`, `figure latency -> step`, `x1.23`)."""
+    """Something to point at on a history: at session `index`, a `kind` (torch, config, figure, conditions,
+    rebaseline, regressed, improved) and a short `label` (`torch 2.11.0 -> 2.13.0`, `figure latency -> step`,
+    `power source AC -> battery`, `x1.23`)."""
 
     index: int
     kind: str
@@ -148,8 +155,10 @@ def summarize(history: CaseHistory, sparkline_runs: int) -> CaseSummary:
 
 
 def marks(history: CaseHistory) -> tuple[Mark, ...]:
-    """Where the history changes torch version, model config or the figure its rounds measure, starts over
-    (rebaseline), and where a session was judged regressed or improved (with the ratio), in session order."""
+    """Where the history changes torch version, model config, the figure its rounds measure or the conditions that
+    move speed (power source, energy mode, heat, a GPU slowdown: `perfsuite.judge.conditions`; a session without
+    readings marks nothing), starts over (rebaseline), and where a session was judged regressed or improved (with the
+    ratio), in session order."""
     found: list[Mark] = []
     previous: HistorySession | None = None
     for index, session in enumerate(history.sessions):
@@ -159,6 +168,10 @@ def marks(history: CaseHistory) -> tuple[Mark, ...]:
             found.append(Mark(index, "config", f"config {previous.config_digest} -> {session.config_digest}"))
         if previous is not None and session.figure != previous.figure:
             found.append(Mark(index, "figure", f"figure {previous.figure} -> {session.figure}"))
+        if previous is not None:
+            for change in changes_between(previous.conditions, session.conditions):
+                found.append(Mark(index, "conditions", f"{change.fact} {'/'.join(change.before)} -> "
+                                                       f"{'/'.join(change.after)}"))
         if session.kind == "rebaseline":
             found.append(Mark(index, "rebaseline", "rebaseline"))
         verdict = session.verdict

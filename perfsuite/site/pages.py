@@ -12,13 +12,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from perfsuite.judge.conditions import changes_between
 from perfsuite.render.comparison import display_table, legend_lines, short_label, summary_line
+from perfsuite.render.conditions import change_text, conditions_text
 from perfsuite.render.escape import html_text
 from perfsuite.render.units import format_bytes, format_percent, format_ratio, format_seconds
 from perfsuite.site.ab import AbCase, AbReading, AbSide
 from perfsuite.site.bisect import BisectMark
 from perfsuite.site.comparisons import ComparisonView
-from perfsuite.site.history import CaseHistory, CaseSummary, Mark
+from perfsuite.site.history import CaseHistory, CaseSummary, HistorySession, Mark
 from perfsuite.site.sources import SkippedFile
 from perfsuite.store.archive import ArchivedVerdict, FileProblem
 
@@ -277,7 +279,8 @@ def verdict_text(verdict: ArchivedVerdict) -> str:
 
 def sessions_table(history: CaseHistory) -> str:
     """Every session, newest first: when, commit, torch, kind, the figure its rounds measured, its runs' medians
-    (every run), their median, the rounds timed, samples/s at that median, memory, and the verdict judged then with
+    (every run), their median, the rounds timed, samples/s at that median, memory, the machine's conditions around
+    its runs, and the verdict judged then with
     its explanation by the ops against the history's op summary recorded before (where the gate gave one)."""
     rows = []
     for session in reversed(history.sessions):
@@ -288,20 +291,31 @@ def sessions_table(history: CaseHistory) -> str:
             cell(session.kind), cell(session.figure, css=f"figure figure-{session.figure}"), cell(run_medians),
             cell(format_seconds(session.median_s)),
             cell(sum(r.rounds for r in session.runs)), cell(f"{session.samples_per_s:.4g}"),
-            cell(format_bytes(session.memory_bytes)),
+            cell(format_bytes(session.memory_bytes)), cell(session_conditions_text(session)),
             cell(ABSENT, css="") if verdict is None else (
                 f'<td class="verdict verdict-{html_text(verdict.status)}">{html_text(verdict_text(verdict))}'
                 f"{_explanation_list(verdict.explanation)}</td>"),
         ])
     return table(("recorded at", "commit", "torch", "session", "figure", "run medians", "median", "rounds", "samples/s",
-                  "memory", "verdict"), rows, ' class="runs"')
+                  "memory", "conditions", "verdict"), rows, ' class="runs"')
+
+
+def session_conditions_text(session: HistorySession) -> str:
+    """A session's conditions in words: its first reading, and each speed fact that moved during it; "not recorded"
+    for runs recorded before perfsuite read them."""
+    readings = session.conditions
+    if not readings:
+        return "not recorded"
+    moved = changes_between(readings[:1], readings)
+    return conditions_text(readings[0]) + "".join(f"; then {change_text(change, 'it began', 'it ran')}"
+                                                  for change in moved)
 
 
 def marks_list(found: Sequence[Mark], history: CaseHistory) -> str:
     """The marks of a history as a list: when, at which commit, what."""
     if not found:
-        return ("<p>No torch version, config or figure change, rebaseline, regression or improvement in this "
-                "history.</p>")
+        return ("<p>No torch version, config, figure or conditions change, rebaseline, regression or improvement in "
+                "this history.</p>")
     items = []
     for mark in found:
         session = history.sessions[mark.index]

@@ -30,7 +30,8 @@ TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 MAX_TICKS = 8
 # Beyond this many labels the newest ones are written and the older marks drawn without text.
 MAX_LABELS = 12
-LINE_MARKS = {"torch": "#b35900", "config": "#7a4fb3", "figure": "#117a65", "rebaseline": "#555555"}
+LINE_MARKS = {"torch": "#b35900", "config": "#7a4fb3", "figure": "#117a65", "rebaseline": "#555555",
+              "conditions": "#a04000"}
 VERDICT_MARKS = {"regressed": ("^", "#c0392b"), "improved": ("v", "#1e8449")}
 RUN_COLOUR, SPREAD_COLOUR, SESSION_COLOUR = "#1f4e79", "#9cb8d3", "#1f4e79"
 

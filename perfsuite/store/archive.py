@@ -6,8 +6,9 @@ changed once written, so a rebaseline and a torch upgrade become marks on one co
 
 Layout: `<baseline_dir>/archive/<device>/<machine-slug>/<UTC stamp>-<commit or nocommit>-<random>.json`, e.g.
 `baselines/archive/cuda/nvidia-h200/20261202T160315Z-3d7a4eb-5f0c1a.json`; schema `perfsuite-archive`
-version 1, documented in docs/site.md. A verdict may carry the lines of its explanation by the ops (`explanation`,
-at most MAX_EXPLANATION_LINES): an optional field that readers before it ignore, so it needs no new version.
+version 2 (version 1 without the conditions), documented in docs/site.md. A verdict may carry the lines of its
+explanation by the ops (`explanation`, at most MAX_EXPLANATION_LINES): an optional field that readers before it
+ignore, so it needed no new version.
 
 `write_session` is the only writer (atomic, never replaces a file). `read_archive` reads a whole archive and
 never raises on a bad file: it returns the good sessions and, for each bad file, what is wrong and what to do.
@@ -28,13 +29,26 @@ from pathlib import Path
 from typing import Any
 
 from perfsuite.errors import BadFileError
-from perfsuite.records import FIGURES, STEP_FIGURE, BaselineEntry, Case, StoredRun, is_finite_positive
-from perfsuite.store.baselines import figure_when_unstated
+from perfsuite.records import (
+    FIGURES,
+    STEP_FIGURE,
+    BaselineEntry,
+    Case,
+    Conditions,
+    StoredRun,
+    conditions_from_json,
+    conditions_to_json,
+    is_finite_positive,
+)
+from perfsuite.store.baselines import figure_when_unstated, stored_conditions_of, stored_conditions_to_json
 from perfsuite.store.files import write_new_text_atomically
 from perfsuite.store.jsonfile import read_json_file
 
 SCHEMA = "perfsuite-archive"
-SCHEMA_VERSION = 1
+# Version 2 adds the session's conditions (`conditions`, read as it started) and each run's (before and after its
+# rounds); version-1 files read as sessions whose conditions were not recorded.
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 ARCHIVE_FOLDER = "archive"
 MAX_ARCHIVED_ROUNDS = 50
 # The lines an archived verdict keeps of its explanation by the ops, each cut to MAX_EXPLANATION_CHARACTERS.
@@ -44,7 +58,8 @@ MAX_EXPLANATION_CHARACTERS = 400
 SESSION_KINDS = ("update", "rebaseline")
 # The statuses of perfsuite.judge.verdicts.VERDICT_STATUSES (a test keeps the two equal; the store may not import
 # the judge).
-VERDICT_STATUSES = ("regressed", "improved", "unchanged", "uncalibrated", "no-baseline", "incompatible")
+VERDICT_STATUSES = ("regressed", "improved", "unchanged", "uncalibrated", "no-baseline", "incompatible",
+                    "conditions-differ")
 _RECORDED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 FILE_STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 NO_COMMIT = "nocommit"
@@ -126,7 +141,8 @@ class ArchivedSession:
     `machine_slug` names the machine's files (`--perf-machine`, or made from the hardware) and `machine` holds its
     identity (see perfsuite.store.baselines.machine_identity); `recorded_at` is when the session recorded, UTC as
     `YYYY-MM-DDTHH:MM:SSZ`; `commit` the project's short git commit (None outside a checkout); `kind` is
-    `update` or `rebaseline`. Every case is of `device`, and every run was recorded at `commit`.
+    `update` or `rebaseline`; `conditions` the machine's conditions read as the session started (None: not
+    recorded). Every case is of `device`, and every run was recorded at `commit`.
     """
 
     device: str
@@ -137,6 +153,7 @@ class ArchivedSession:
     torch_version: str
     kind: str
     cases: tuple[ArchivedCase, ...] = field(default=())
+    conditions: Conditions | None = None
 
     def __post_init__(self) -> None:
         for what, name in (("device", self.device), ("machine_slug", self.machine_slug)):
@@ -183,7 +200,7 @@ def archived_case(entry: BaselineEntry, verdict: ArchivedVerdict | None) -> Arch
 # --- the codec --------------------------------------------------------------------------------------------
 
 def session_to_json(session: ArchivedSession) -> dict[str, Any]:
-    """The JSON document of an archived session, schema `perfsuite-archive` version 1 (docs/site.md)."""
+    """The JSON document of an archived session, schema `perfsuite-archive` version 2 (docs/site.md)."""
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -194,6 +211,7 @@ def session_to_json(session: ArchivedSession) -> dict[str, Any]:
         "commit": session.commit,
         "torch_version": session.torch_version,
         "kind": session.kind,
+        "conditions": None if session.conditions is None else conditions_to_json(session.conditions),
         "cases": [_case_to_json(c) for c in session.cases],
     }
 
@@ -214,7 +232,7 @@ def _case_to_json(archived: ArchivedCase) -> dict[str, Any]:
         "runs": [
             {
                 "median_s": run.median_s, "rounds": run.rounds, "round_times_s": list(run.round_times_s),
-                "memory_bytes": run.memory_bytes, "recorded_at": run.recorded_at,
+                "memory_bytes": run.memory_bytes, "recorded_at": run.recorded_at, **stored_conditions_to_json(run),
             }
             for run in archived.runs
         ],
@@ -305,7 +323,7 @@ def _runs_of(document: Mapping[str, Any], commit: str | None, where: str) -> tup
         parsed.append(StoredRun(
             median_s=float(median), rounds=rounds, round_times_s=tuple(map(float, times)),
             memory_bytes=_field(run, "memory_bytes", "count", run_where, nullable=True),
-            recorded_at=recorded_at, commit=commit,
+            recorded_at=recorded_at, commit=commit, **stored_conditions_of(run, run_where),
         ))
     return tuple(parsed)
 
@@ -393,10 +411,11 @@ def session_from_json(document: Any, path: Path | str) -> ArchivedSession:
             "Move it out of the archive folder, which holds only the files perfsuite writes there.",
         )
     version = document.get("schema_version")
-    if isinstance(version, bool) or version != SCHEMA_VERSION:
+    if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
         if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
             raise BadFileError(
-                path, f"has schema_version {version}, written by a newer perfsuite; this one reads {SCHEMA_VERSION}",
+                path, f"has schema_version {version}, written by a newer perfsuite; this one reads "
+                f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}",
                 "Upgrade perfsuite to read it.",
             )
         raise BadFileError(path, f"has the unsupported schema_version {version!r}", remedy)
@@ -414,10 +433,12 @@ def session_from_json(document: Any, path: Path | str) -> ArchivedSession:
         kind = _field(document, "kind", "text", where)
         if kind not in SESSION_KINDS:
             raise _Problem(f"'kind' {kind!r} is not one of {', '.join(SESSION_KINDS)}")
+        conditions = document.get("conditions")
         return ArchivedSession(
             device=device, machine_slug=_field(document, "machine_slug", "text", where), machine=machine,
             recorded_at=_field(document, "recorded_at", "text", where), commit=commit,
             torch_version=_field(document, "torch_version", "text", where), kind=kind, cases=parsed,
+            conditions=None if conditions is None else conditions_from_json(conditions, "the session"),
         )
     except (_Problem, ValueError) as problem:
         raise BadFileError(path, str(problem), remedy) from None

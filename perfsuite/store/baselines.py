@@ -1,9 +1,10 @@
 """The baseline store: one JSON file per device and machine, each entry a case's history of runs.
 
 Layout: `<baseline_dir>/<device>/<machine>.json`, e.g. `baselines/cuda/nvidia-h200.json`; `<machine>` is the
-`--perf-machine` name when given, else made from the hardware (`machine_slug`). The format (schema 2) is
-documented in docs/gate.md; schema-1 files (one run per entry, the machine once per file) are read as
-one-run histories and only rewritten, as schema 2, when the user records into them. An entry may carry the op
+`--perf-machine` name when given, else made from the hardware (`machine_slug`). The format (schema 3: schema 2 with
+each run's conditions, docs/conditions.md) is documented in docs/gate.md; schema-1 files (one run per entry, the
+machine once per file) are read as one-run histories, schema-2 files as histories whose conditions were not
+recorded, and both are only rewritten, as schema 3, when the user records into them. An entry may carry the op
 summary of the last session that profiled the case (`op_profile`, bounded by `stored_op_profile`): an optional
 field that readers before it ignore, so it needs no new schema version; an entry without it reads as None.
 
@@ -40,10 +41,13 @@ from perfsuite.records import (
     STEP_FIGURE,
     BaselineEntry,
     Case,
+    Conditions,
     Measurement,
     OpProfile,
     OpTime,
     StoredRun,
+    conditions_from_json,
+    conditions_to_json,
     is_finite_positive,
 )
 from perfsuite.run.devices import backend
@@ -53,8 +57,11 @@ from perfsuite.store.files import refuse_special_file, special_file_kind, write_
 from perfsuite.store.jsonfile import MAX_JSON_INTEGER, parse_json_text, read_json_file
 
 SCHEMA = "perfsuite-baseline"
-SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+# Schema 3 adds each run's conditions (`conditions_before`, `conditions_after`); a perfsuite that reads only 2 would
+# judge a session on battery against a history on AC as if they were one, so it refuses a schema-3 file. Schema-2
+# runs read as runs whose conditions were not recorded.
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 MAX_STORED_ROUNDS = 50
 MAX_HISTORY_RUNS = 20
 STORED_SIGNIFICANT_FIGURES = 4
@@ -123,10 +130,12 @@ def _significant(value: float, figures: int = STORED_SIGNIFICANT_FIGURES) -> flo
 
 
 def stored_run(
-    round_times_s: Sequence[float], memory_bytes: int | None, recorded_at: str, commit: str | None
+    round_times_s: Sequence[float], memory_bytes: int | None, recorded_at: str, commit: str | None,
+    conditions_before: Conditions | None = None, conditions_after: Conditions | None = None,
 ) -> StoredRun:
     """What the store keeps of a run: the median of every round, the round count and at most
-    MAX_STORED_ROUNDS rounds (evenly spaced, in timing order), times at 4 significant figures."""
+    MAX_STORED_ROUNDS rounds (evenly spaced, in timing order), times at 4 significant figures, and the conditions
+    read before and after its rounds."""
     times = list(round_times_s)
     if len(times) > MAX_STORED_ROUNDS:
         # Even spacing keeps early and late rounds alike, so slow drift within a run stays visible.
@@ -139,6 +148,8 @@ def stored_run(
         memory_bytes=None if memory_bytes is None else int(memory_bytes),
         recorded_at=recorded_at,
         commit=commit,
+        conditions_before=conditions_before,
+        conditions_after=conditions_after,
     )
 
 
@@ -207,7 +218,9 @@ def entry_of(
         figure=last.figure, parameter_count=last.parameter_count,
         op_profile=None if profile is None else stored_op_profile(profile, recorded_at, commit),
         runs=tuple(
-            stored_run(run.round_times_s, run.own_memory_bytes, recorded_at, commit) for run in measurement.runs
+            stored_run(run.round_times_s, run.own_memory_bytes, recorded_at, commit, run.conditions_before,
+                       run.conditions_after)
+            for run in measurement.runs
         ),
     )
 
@@ -247,7 +260,7 @@ def append_runs(
 # --- the codec --------------------------------------------------------------------------------------------
 
 def baseline_to_json(baseline: BaselineFile) -> dict[str, Any]:
-    """The JSON document of a baseline file, schema 2 (see docs/gate.md)."""
+    """The JSON document of a baseline file, schema 3 (see docs/gate.md)."""
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -271,10 +284,24 @@ def _entry_to_json(entry: BaselineEntry) -> dict[str, Any]:
             {
                 "median_s": run.median_s, "rounds": run.rounds, "round_times_s": list(run.round_times_s),
                 "memory_bytes": run.memory_bytes, "recorded_at": run.recorded_at, "commit": run.commit,
+                **stored_conditions_to_json(run),
             }
             for run in entry.runs
         ],
     }
+
+
+def stored_conditions_to_json(run: StoredRun) -> dict[str, Any]:
+    """A stored run's conditions as its JSON fields (null where not recorded)."""
+    return {name: None if (conditions := getattr(run, name)) is None else conditions_to_json(conditions)
+            for name in ("conditions_before", "conditions_after")}
+
+
+def stored_conditions_of(run: Mapping[str, Any], where: str) -> dict[str, Conditions | None]:
+    """A stored run's conditions from its JSON fields (a run recorded before they were stored has none: None);
+    ValueError naming `where` and the field for a malformed one."""
+    return {name: None if run.get(name) is None else conditions_from_json(run[name], f"{where} {name}")
+            for name in ("conditions_before", "conditions_after")}
 
 
 def _op_profile_to_json(profile: OpProfile) -> dict[str, Any]:
@@ -385,9 +412,16 @@ def _runs_of(entry: Mapping[str, Any], where: str) -> tuple[StoredRun, ...]:
         parsed.append(StoredRun(
             median_s=float(median), rounds=rounds, round_times_s=tuple(float(t) for t in times),
             memory_bytes=memory, recorded_at=_field(run, "recorded_at", "text", run_where),
-            commit=_field(run, "commit", "text", run_where, nullable=True),
+            commit=_field(run, "commit", "text", run_where, nullable=True), **_conditions_of(run, run_where),
         ))
     return tuple(parsed)
+
+
+def _conditions_of(run: Mapping[str, Any], where: str) -> dict[str, Conditions | None]:
+    try:
+        return stored_conditions_of(run, where)
+    except ValueError as error:
+        raise _Problem(str(error)) from None
 
 
 def _shared_fields(entry: Any, benchmark_id: str, device: str) -> tuple[str, dict[str, Any]]:

@@ -40,6 +40,9 @@ says otherwise:
   release checked: wrong input and weight gradients, or, on macOS 26, a RuntimeError (see `releases.py`).
 - macOS facts, as perfsuite's device layer and doctor see them (their `platform` module, `sysctl`, `sw_vers`
   and `xcode-select` answers); other libraries keep seeing the real machine.
+- The Mac's conditions (`MacFacts.conditions`, `macos.py`): what `pmset -g batt`, `pmset -g` and `pmset -g therm`
+  print on its macOS release and the thermal pressure notify key's level through a stand-in for libSystem's notify
+  functions, read by perfsuite's own condition reader whenever it asks (a test may change them between readings).
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ from torch.torch_version import TorchVersion
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+from mps_double import macos
+from mps_double.macos import MacConditions
 from mps_double.releases import (
     ADDED_IN,
     AUTOCAST_BF16_BELOW_MACOS_14,
@@ -108,6 +113,7 @@ class MacFacts:
     rosetta_translated: bool = False
     xcode_command_line_tools: str | None = "/Library/Developer/CommandLineTools"
     memory_bytes: int = 32 * 2**30
+    conditions: MacConditions = field(default_factory=MacConditions)
 
     @property
     def macos_release(self) -> Release:
@@ -488,6 +494,7 @@ class MpsDouble:
     def _install_mac(self, patch: Patch) -> None:
         from perfsuite.commands import doctor
         from perfsuite.run import devices
+        from perfsuite.run.devices import host
 
         answers = self.mac.command_answers()
         # Only perfsuite's modules see the Mac: libraries that load macOS frameworks when they believe they
@@ -497,6 +504,11 @@ class MpsDouble:
         patch(doctor, "platform", mac_platform)
         patch(devices, "sysctl", lambda name: answers.get(("sysctl", "-n", name)))
         patch(doctor, "_command_output", lambda command, extra_env=None: answers.get(tuple(command)))
+        # The condition sources read the Mac's conditions as they are when asked (a test may change them mid-run).
+        patch(host, "command_output", lambda command: macos.command_answers(
+            self.mac.conditions, self.mac.macos_release).get(tuple(command)))
+        patch(host, "load_libsystem", lambda: macos.FakeLibSystem(
+            lambda: macos.PRESSURE_LEVELS.index(self.mac.conditions.thermal_pressure)))
 
     def falls_back(self, ops: Iterator[str] | list[str]) -> Any:
         """A mode within which the named aten ops ('aten::convolution', or with an overload, 'aten::add.out')

@@ -67,7 +67,7 @@ def test_a_session_outside_git_is_named_nocommit(tmp_path):
 
 def test_the_file_carries_the_schema_and_version(tmp_path):
     document = json.loads(write_session(tmp_path, session()).read_text())
-    assert (document["schema"], document["schema_version"]) == ("perfsuite-archive", 1)
+    assert (document["schema"], document["schema_version"]) == ("perfsuite-archive", 2)
     assert document == session_to_json(session())
 
 
@@ -124,7 +124,7 @@ def _bad_copy(tmp_path: Path, edit) -> Path:
 @pytest.mark.parametrize(("edit", "expected"), [
     (lambda d: json.dumps(d)[:200], "is not valid JSON"),
     (lambda d: d | {"schema": "someone-elses-archive"}, "is not a perfsuite archive file"),
-    (lambda d: d | {"schema_version": 2}, "written by a newer perfsuite"),
+    (lambda d: d | {"schema_version": 3}, "written by a newer perfsuite"),
     (lambda d: d | {"kind": "replace"}, "'kind' 'replace' is not one of update, rebaseline"),
     (lambda d: _edit_run(d, median_s=-0.012), "case 0 (cuda-bf16-resnet18-bs32-train) run 0: field 'median_s' "
                                                "should be a finite number > 0"),

@@ -36,7 +36,7 @@ OTHER_VALUES = (
     "text", "", 0, 1, -1, 2.5, -0.0, 5e-324, 1e-10, 1e308, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, True, False, None,
     [], {}, [1, 2], {"a": 1}, [None], "2.13.0",
 )
-SCHEMA_VERSIONS = (1, 2, 3, 0, -1, "2", 2.0, 1.5, True, None, [2], {"v": 2})
+SCHEMA_VERSIONS = (1, 2, 3, 4, 0, -1, "2", 2.0, 1.5, True, None, [2], {"v": 2})
 NOT_NUMBERS = ("NaN", "Infinity", "-Infinity")
 Where = tuple[str | int, ...]
 

@@ -240,14 +240,14 @@ def test_recorded_runs_load_back_equal(tmp_path):
     path = tmp_path / "cpu" / "amd-epyc.json"
     recorded = entry(stored(0.0123), stored(0.0125, commit=None, memory_bytes=None))
     record_runs(path, "cpu", {BENCHMARK_ID: recorded})
-    assert load_baseline(path) == BaselineFile(device="cpu", entries={BENCHMARK_ID: recorded}, schema_version=2)
+    assert load_baseline(path) == BaselineFile(device="cpu", entries={BENCHMARK_ID: recorded}, schema_version=3)
 
 
-def test_a_recorded_file_is_schema_2(tmp_path):
+def test_a_recorded_file_is_schema_3(tmp_path):
     path = tmp_path / "cpu" / "amd-epyc.json"
     record_runs(path, "cpu", {BENCHMARK_ID: entry()})
     document = json.loads(path.read_text(encoding="utf-8"))
-    assert (document["schema"], document["schema_version"]) == ("perfsuite-baseline", 2)
+    assert (document["schema"], document["schema_version"]) == ("perfsuite-baseline", 3)
 
 
 def test_recording_twice_appends_to_the_history(tmp_path):
@@ -439,7 +439,7 @@ def test_a_schema_version_of_true_is_refused(tmp_path):
 
 
 def test_a_newer_schema_version_asks_for_an_upgrade(tmp_path):
-    path = write_document(tmp_path, {**valid_document(), "schema_version": 3})
+    path = write_document(tmp_path, {**valid_document(), "schema_version": 4})
     assert "Upgrade perfsuite to read it." in load_error(path)
 
 
@@ -649,9 +649,9 @@ def test_a_time_of_1_ns_is_read():
     assert parse_baseline(json.dumps(document), "amd-epyc.json").entries[BENCHMARK_ID].runs[0].median_s == 1e-9
 
 
-def test_a_schema_version_of_2_0_is_refused_asking_for_the_integer(tmp_path):
-    path = write_document(tmp_path, {**valid_document(), "schema_version": 2.0})
-    assert load_error(path).startswith(f"{path}: has schema_version 2.0, a decimal number; it must be the integer 2")
+def test_a_schema_version_of_3_0_is_refused_asking_for_the_integer(tmp_path):
+    path = write_document(tmp_path, {**valid_document(), "schema_version": 3.0})
+    assert load_error(path).startswith(f"{path}: has schema_version 3.0, a decimal number; it must be the integer 3")
 
 
 @pytest.mark.parametrize("fraction", [5.0, 1.0001, -0.1])

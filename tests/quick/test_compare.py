@@ -137,7 +137,7 @@ def test_baseline_case_takes_its_time_from_median_s():
     assert cases.set_index("benchmark_id").loc["cuda-fp32-resnet18-bs32-train", "time_s"] == 0.020
 
 
-def test_schema_2_baseline_takes_its_time_and_samples_per_s_from_the_median_of_its_runs(tmp_path):
+def test_a_recorded_baseline_takes_its_time_and_samples_per_s_from_the_median_of_its_runs(tmp_path):
     case_ = Case(device="cuda", dtype="fp32", model="resnet18", batch_size=32, mode="train", profile="standard")
     runs = tuple(stored_run([t] * 3, memory_bytes=None, recorded_at="2026-12-01T12:00:00Z", commit=None)
                  for t in (0.020, 0.030, 0.050))
@@ -148,7 +148,7 @@ def test_schema_2_baseline_takes_its_time_and_samples_per_s_from_the_median_of_i
     )
     path = tmp_path / "cuda" / "fixture-h200.json"
     record_runs(path, "cuda", {case_.benchmark_id: entry})
-    assert json.loads(path.read_text())["schema_version"] == 2
+    assert json.loads(path.read_text())["schema_version"] == 3
     row = read_result_set(path).cases.set_index("benchmark_id").loc[case_.benchmark_id]
     assert (row["time_s"], row["samples_per_s"]) == pytest.approx((0.030, 32 / 0.030))
 
@@ -190,7 +190,7 @@ def test_run_without_benchmarks_is_rejected():
 
 
 def test_newer_baseline_schema_version_is_rejected():
-    with pytest.raises(CompareError, match="has schema_version 3, written by a newer perfsuite"):
+    with pytest.raises(CompareError, match="has schema_version 4, written by a newer perfsuite"):
         read_result_set(FIXTURES / "baseline-future-schema.json")
 
 
@@ -692,7 +692,7 @@ def test_command_without_matplotlib_still_writes_the_tables(tmp_path, capsys, mo
         ("empty.json", "baseline-cuda.json", "empty.json: is empty"),
         ("not-a-result.json", "baseline-cuda.json", "not a result file"),
         ("plain-pytest-benchmark.json", "baseline-cuda.json", "no perfsuite facts"),
-        ("baseline-future-schema.json", "run-mps.json", "schema_version 3"),
+        ("baseline-future-schema.json", "run-mps.json", "schema_version 4"),
         ("run-mps-smoke.json", "baseline-cuda.json", "nothing to compare"),
         ("run-mps.json", "run-mps.json", "the same result set"),
         ("run-cpu-and-mps.json", "baseline-cuda.json", "--device-a mps"),

@@ -50,7 +50,7 @@ def test_a_recorded_summary_is_written_beside_the_runs_and_reads_back_equal(tmp_
     loaded = load_baseline(path)
     assert loaded is not None and loaded.entries[BENCHMARK_ID].op_profile == recorded()
     written = json.loads(path.read_text())
-    assert written["schema_version"] == 2 and written["entries"][BENCHMARK_ID]["op_profile"]["commit"] == COMMIT
+    assert written["schema_version"] == 3 and written["entries"][BENCHMARK_ID]["op_profile"]["commit"] == COMMIT
 
 
 def test_entries_recorded_before_summaries_read_as_having_none():
@@ -173,7 +173,7 @@ def test_the_reports_put_an_explanation_under_its_case_and_a_note_in_one_line():
     assert any(shown.startswith(f"    {line}") for shown in terminal.splitlines())  # under its case, indented
     assert terminal.count(NO_RECORDED_SUMMARY) == 1
     document = json.loads(summary.render_json([regressed, improved], {}, explained))
-    assert document["schema_version"] == 4
+    assert document["schema_version"] == 5
     by_id = {verdict["benchmark_id"]: verdict for verdict in document["verdicts"]}
     a, b = by_id[regressed.benchmark_id], by_id[improved.benchmark_id]
     assert any(text.startswith(line) for text in a["explanation"]["lines"]) and a["explanation_note"] is None

@@ -143,9 +143,9 @@ def test_a_key_given_twice_is_refused_naming_the_key_and_the_entry(tmp_path):
     assert "holds the key 'threads' twice in entries['cpu-" in message and "silently lost" in message
 
 
-def test_a_schema_version_of_2_0_is_refused_asking_for_the_integer_2(tmp_path):
-    path = edited(real_baseline(tmp_path), lambda d: d.update(schema_version=2.0))
-    assert "has schema_version 2.0, a decimal number; it must be the integer 2 or 1" in refusal(path)
+def test_a_schema_version_of_3_0_is_refused_asking_for_the_integer_3(tmp_path):
+    path = edited(real_baseline(tmp_path), lambda d: d.update(schema_version=3.0))
+    assert "has schema_version 3.0, a decimal number; it must be the integer 3 or 2 or 1" in refusal(path)
 
 
 def test_another_schema_is_refused(tmp_path):

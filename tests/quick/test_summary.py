@@ -93,7 +93,7 @@ def test_headline_of_nothing_says_nothing_was_judged():
 def test_counts_include_every_status_with_zeros():
     counts = summary_counts([UNCHANGED])
     assert counts == {
-        "regressed": 0, "improved": 0, "unchanged": 1, "uncalibrated": 0, "no-baseline": 0, "incompatible": 0,
+        "regressed": 0, "improved": 0, "unchanged": 1, "uncalibrated": 0, "no-baseline": 0, "incompatible": 0, "conditions-differ": 0,
         "memory-regressed": 0, "errored": 0, "gate-failed": 0,
     }
 
@@ -150,7 +150,7 @@ def test_the_terminal_report_ends_with_the_legend():
 
 def test_json_has_the_schema_counts_errors_and_verdicts():
     document = json.loads(render_json([UNCHANGED, REGRESSED], ERRORS))
-    assert (document["schema"], document["schema_version"]) == ("perfsuite-verdicts", 4)
+    assert (document["schema"], document["schema_version"]) == ("perfsuite-verdicts", 5)
     assert (document["counts"]["errored"], document["counts"]["regressed"], document["gate_failed"]) == (1, 1, True)
     assert document["errors"] == ERRORS
     assert [v["benchmark_id"] for v in document["verdicts"]] == [

@@ -3,7 +3,8 @@
 Each backend (perfsuite.run.devices.cpu, .cuda, .mps) knows its device alone: whether it can run here and why
 not, how to wait for it, how to time with its events, its memory figures, how it runs out of memory, what names the
 machine behind it, its autocast and GradScaler, its own rules on what it cannot run, and how DDP ranks use it.
-Other code asks the backend instead of testing the device's name. The device list is `perfsuite.matrix.axes.DEVICES`.
+Each also reads the machine's conditions that move its speed (`conditions`). Other code asks the backend instead of
+testing the device's name. The device list is `perfsuite.matrix.axes.DEVICES`.
 
 Importing this package, or a backend, does not import torch (the store and the reports ask backends for facts and
 stay light); a backend imports torch when a method needs it.
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from perfsuite.matrix.axes import DEVICES
 from perfsuite.matrix.cases import DeviceFacts, ModelFacts, parse_version
-from perfsuite.records import Case
+from perfsuite.records import Case, Conditions
 
 if TYPE_CHECKING:
     import torch
@@ -110,6 +111,11 @@ class DeviceBackend(Protocol):
 
     def accelerator_facts(self) -> dict[str, object]:
         """What names the device in a machine's fingerprint (GPU, driver); {} for the CPU alone."""
+
+    def conditions(self) -> Conditions:
+        """The machine's conditions now as they bear on this device: the host's (`perfsuite.run.devices.host`: on a
+        Mac its power, energy mode, thermal pressure and CPU speed limit, on Linux its CPU frequency scaling) and the
+        device's own (CUDA: the GPU's clocks, heat, power and clocks-event reasons through NVML)."""
 
     def machine_identity(self, fingerprint: Mapping[str, Any]) -> dict[str, str]:
         """The facts of `fingerprint` that say two results of this device came from the same machine."""

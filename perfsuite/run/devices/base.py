@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from perfsuite.matrix.cases import DeviceFacts, ModelFacts
-from perfsuite.records import Case
+from perfsuite.records import Case, Conditions
 
 if TYPE_CHECKING:
     import torch
@@ -58,6 +58,11 @@ class TorchDevice:
 
     def accelerator_facts(self) -> dict[str, object]:
         return {}
+
+    def conditions(self) -> Conditions:
+        from perfsuite.run.devices.host import host_conditions
+
+        return host_conditions()
 
     def machine_name(self, fingerprint: Mapping[str, Any]) -> str:
         return str(fingerprint.get("accelerator_name") or "")

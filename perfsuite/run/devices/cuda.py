@@ -6,8 +6,10 @@ from __future__ import annotations
 import gc
 import subprocess
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from perfsuite.records import GPU_CLOCKS, Conditions
 from perfsuite.run.devices import Availability
 from perfsuite.run.devices.base import TorchDevice
 
@@ -99,6 +101,24 @@ class Backend(TorchDevice):
             "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
             "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         }
+
+    def conditions(self) -> Conditions:
+        """The host's conditions and the current GPU's through NVML (`perfsuite.run.devices.nvml`); where NVML gives
+        nothing, `unread` says why (nvidia-ml-py not installed, no driver)."""
+        import torch
+
+        from perfsuite.run.devices.nvml import read_gpu
+
+        host = super().conditions()
+        gpu = read_gpu(str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid))
+        unread = dict(host.unread)
+        if gpu.error is not None or gpu.unsupported:
+            unread[GPU_CLOCKS] = gpu.error or f"not exposed: {', '.join(gpu.unsupported)}"
+        return replace(
+            host, gpu_sm_clock_mhz=gpu.sm_clock_mhz, gpu_max_sm_clock_mhz=gpu.max_sm_clock_mhz,
+            gpu_temperature_c=gpu.temperature_c, gpu_power_w=gpu.power_w, gpu_power_limit_w=gpu.power_limit_w,
+            gpu_clock_events=gpu.clock_events, unread=unread,
+        )
 
     def machine_identity(self, fingerprint: Mapping[str, Any]) -> dict[str, str]:
         # The host CPU and its cores count too: a launch-bound step follows the host.

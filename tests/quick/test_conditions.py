@@ -409,6 +409,7 @@ def test_the_site_marks_a_change_of_conditions_as_it_marks_a_torch_upgrade_and_s
     entry = dataclasses.replace(history(0.01, (None, None)), runs=runs)
     case_history = CaseHistory("mps", "apple-m3-max", MPS_CASE, entry.memory_figure, MACHINE,
                                tuple(sessions_of_entry(entry, "baselines/mps/apple-m3-max.json")))
-    assert [(m.index, m.kind, m.label) for m in marks(case_history)] == [(1, "conditions", "power source AC -> battery")]
+    assert [(m.index, m.kind, m.label) for m in marks(case_history)] == [
+        (1, "conditions", "power source AC -> battery")]
     page = sessions_table(case_history)
     assert "on battery (42%); in High Power Mode" in page and "not recorded" in page

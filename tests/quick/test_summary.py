@@ -93,7 +93,8 @@ def test_headline_of_nothing_says_nothing_was_judged():
 def test_counts_include_every_status_with_zeros():
     counts = summary_counts([UNCHANGED])
     assert counts == {
-        "regressed": 0, "improved": 0, "unchanged": 1, "uncalibrated": 0, "no-baseline": 0, "incompatible": 0, "conditions-differ": 0,
+        "regressed": 0, "improved": 0, "unchanged": 1, "uncalibrated": 0, "no-baseline": 0, "incompatible": 0,
+        "conditions-differ": 0,
         "memory-regressed": 0, "errored": 0, "gate-failed": 0,
     }
 

@@ -168,7 +168,8 @@ from perfsuite import Workload, register_workload
 class ThreeLayers(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.first, self.middle, self.last = torch.nn.Linear(64, 256), torch.nn.Linear(256, 256), torch.nn.Linear(256, 10)
+        self.first, self.middle = torch.nn.Linear(64, 256), torch.nn.Linear(256, 256)
+        self.last = torch.nn.Linear(256, 10)
 
     def forward(self, x):
         x = self.middle(torch.relu(self.first(x)))  # MIDDLE

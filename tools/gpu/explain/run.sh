@@ -3,7 +3,7 @@
 # an instance attribute set in the head's model code, not in torch, which both sides of a process share). One job
 # with --perf-ab-explain all; then, per case, whether the diff's device times (the change of each op's own kernels,
 # summed) add up to the measured change within 20% where the device is busy (the explanation's basis is "device").
-# DEV=cpu dry-runs it on the CPU at smoke sizes (bs 2 and 4, fp32, infer) to show the script works; run it in a copy
+# LIMIT_S (500) cuts the job, BUDGET_S (200) is its --perf-ab-budget. DEV=cpu dry-runs it on the CPU at smoke sizes (bs 2 and 4, fp32, infer) to show the script works; run it in a copy
 # of the repository without .git (it commits there), as the device machine's copy is.
 set -u
 DEV=${DEV:-cuda}
@@ -44,7 +44,7 @@ def build_on_meta(factory):  # noqa: F811
 PLANT
 git -c user.email=ci@example.com -c user.name=ci commit -qam "planted: every BatchNorm2d runs twice"
 S=$(date +%s)
-timeout -s INT 500 $PY $CASES --benchmark-max-time 0.3 --perf-ab-budget 200 --perf-ab HEAD~1 --perf-ab-explain all \
+timeout -s INT ${LIMIT_S:-500} $PY $CASES --benchmark-max-time 0.3 --perf-ab-budget ${BUDGET_S:-200} --perf-ab HEAD~1 --perf-ab-explain all \
   tests/benchmarks/test_models.py > $OUT/explain.log 2>&1
 echo "job rc=$? $(( $(date +%s)-S )) s"
 cp .perfsuite/ab.json $OUT/explain.json 2>/dev/null
